@@ -1,0 +1,37 @@
+# The two commands a newcomer needs: `make run` and `make test`. Both install what they need first.
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+STAGE ?= prod
+
+.PHONY: install run test check lint typecheck bench deploy destroy package clean
+
+$(STAMP): requirements.txt requirements-dev.txt
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH"; exit 1; }
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(PY) -m brokerctl dev
+
+test: $(STAMP)
+	$(PY) -m pytest -W error $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy chalicelib brokerctl app.py
+
+check: lint typecheck test
+
+bench: $(STAMP)
+	@for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,71 @@
+"""The domain error tree. Adapters translate infrastructure errors into these; the HTTP layer maps
+them to status codes in exactly one place (``chalicelib/http_errors.py``).
+
+    BrokerError
+    ├── ValidationError          400  (problems: every field that is wrong, reported at once)
+    │   └── ImmutableFieldError  422
+    ├── UnauthorizedError        401
+    ├── NotFoundError            404
+    ├── ConflictError            409  (already exists, or a stale generation)
+    ├── PayloadTooLargeError     413
+    └── UnavailableError         503  (infrastructure failed; the caller may retry)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong with an input: where (a dotted field path, or a header name) and what."""
+
+    field: str
+    message: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"field": self.field, "message": self.message}
+
+
+class BrokerError(Exception):
+    """Base of every error the services raise on purpose."""
+
+    title = "Broker error"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+class ValidationError(BrokerError):
+    title = "Invalid input"
+
+    def __init__(self, problems: list[Problem], detail: str | None = None) -> None:
+        if not problems:
+            raise ValueError("a ValidationError needs at least one problem")
+        super().__init__(detail or "; ".join(f"{p.field}: {p.message}" for p in problems))
+        self.problems = list(problems)
+
+
+class ImmutableFieldError(ValidationError):
+    title = "Immutable field changed"
+
+
+class UnauthorizedError(BrokerError):
+    title = "Unauthorized"
+
+
+class NotFoundError(BrokerError):
+    title = "Not found"
+
+
+class ConflictError(BrokerError):
+    title = "Conflict"
+
+
+class PayloadTooLargeError(BrokerError):
+    title = "Payload too large"
+
+
+class UnavailableError(BrokerError):
+    title = "Service unavailable"
