@@ -1,33 +1,73 @@
 """CloudEvents SQL v1 (CESQL): parse an expression once, evaluate it against many events.
 
-Work in progress: the full lexer/parser/evaluator replace these placeholders.
+    expr = parse("type LIKE 'com.example.%' AND INT(sequence) > 10")
+    value, errors = evaluate(expr, event)   # value: bool | int | str; errors: list[CesqlError]
+
+``parse`` raises ``CesqlParseError`` (a ``ValueError``) naming the position. ``evaluate`` never
+raises: CESQL is total, so failures come back as the error list next to a (zero) value. As a
+filter, an expression matches only when the value is ``True`` and the error list is empty.
+
+Identifiers address the event's attributes by name, exactly as the event carries them (no
+``schemaurl``/``dataschema`` aliasing: that is a quirk of Knative's attribute filters only).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
+from chalicelib.core.cesql.errors import (
+    CastError,
+    CesqlError,
+    CesqlParseError,
+    FunctionEvaluationError,
+    GenericError,
+    MathError,
+    MissingAttributeError,
+    MissingFunctionError,
+)
+from chalicelib.core.cesql.evaluator import Compiled, compile_tree
+from chalicelib.core.cesql.nodes import Node
+from chalicelib.core.cesql.parser import parse_tree
 from chalicelib.core.event import CloudEvent
 
 
-class CesqlError(Exception):
-    """An error found while evaluating an expression (evaluation continues with a zero value)."""
-
-
-class CesqlParseError(ValueError):
-    """The expression is not valid CESQL; the message names the position."""
-
-
+@dataclass(frozen=True, slots=True)
 class Expression:
-    """A parsed CESQL expression."""
+    """A parsed, compiled CESQL expression; immutable and safe to share."""
+
+    source: str
+    tree: Node
+    _run: Compiled = field(repr=False, compare=False)
+
+    def evaluate(self, event: CloudEvent) -> tuple[Any, list[CesqlError]]:
+        errors: list[CesqlError] = []
+        return self._run(event.attributes, errors), errors
+
+    def matches(self, event: CloudEvent) -> bool:
+        errors: list[CesqlError] = []
+        return self._run(event.attributes, errors) is True and not errors
 
 
 def parse(expression: str) -> Expression:
-    raise CesqlParseError("CESQL is not implemented yet")
+    tree = parse_tree(expression)
+    return Expression(expression, tree, compile_tree(tree))
 
 
 def evaluate(expr: Expression, event: CloudEvent) -> tuple[Any, list[CesqlError]]:
-    return False, [CesqlError("CESQL is not implemented yet")]
+    return expr.evaluate(event)
 
 
-__all__ = ["CesqlError", "CesqlParseError", "Expression", "evaluate", "parse"]
+__all__ = [
+    "CastError",
+    "CesqlError",
+    "CesqlParseError",
+    "Expression",
+    "FunctionEvaluationError",
+    "GenericError",
+    "MathError",
+    "MissingAttributeError",
+    "MissingFunctionError",
+    "evaluate",
+    "parse",
+]

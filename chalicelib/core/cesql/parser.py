@@ -1,0 +1,200 @@
+"""Recursive-descent parser for CESQL v1 (spec §2), with the precedence of §3.6.
+
+Loosest to tightest: AND / OR / XOR (one level, left to right), comparisons, ``+ -``, ``* / %``,
+then the postfix ``[NOT] LIKE`` and ``[NOT] IN``, then the prefix ``NOT``, ``-`` and ``EXISTS``,
+then function calls, parentheses, attributes and literals. So ``NOT a = b`` is ``(NOT a) = b``,
+exactly as the spec (and the reference ANTLR grammar) rank unary operators above binary ones.
+
+Deviation note: the reference grammar marks AND/OR/XOR right-associative (``<assoc=right>``,
+used by sdk-go, hence Knative); spec §3.6 says operators of equal precedence evaluate left to
+right, and this parser follows the spec text: ``a OR b AND c`` is ``(a OR b) AND c``.
+"""
+
+from __future__ import annotations
+
+from chalicelib.core.cesql.errors import CesqlParseError
+from chalicelib.core.cesql.lexer import Kind, Token, tokenize
+from chalicelib.core.cesql.nodes import (
+    Attribute,
+    Binary,
+    Call,
+    Constant,
+    Exists,
+    In,
+    Like,
+    Node,
+    Unary,
+    like_regex,
+)
+
+INT_MIN = -(2**31)
+INT_MAX = 2**31 - 1
+
+_LOGIC = frozenset({"AND", "OR", "XOR"})
+_COMPARISON = frozenset({"=", "!=", "<>", "<", "<=", ">", ">="})
+_ADDITIVE = frozenset({"+", "-"})
+_MULTIPLICATIVE = frozenset({"*", "/", "%"})
+
+
+def parse_tree(source: str) -> Node:
+    return _Parser(tokenize(source)).parse()
+
+
+class _Parser:
+    def __init__(self, tokens: list[Token]) -> None:
+        self._tokens = tokens
+        self._i = 0
+
+    @property
+    def _peek(self) -> Token:
+        return self._tokens[self._i]
+
+    def _next(self) -> Token:
+        tok = self._tokens[self._i]
+        if tok.kind is not Kind.EOF:
+            self._i += 1
+        return tok
+
+    def _is(self, kind: Kind, texts: frozenset[str] | str | None = None) -> bool:
+        tok = self._peek
+        if tok.kind is not kind:
+            return False
+        if texts is None:
+            return True
+        return tok.text == texts if isinstance(texts, str) else tok.text in texts
+
+    def _expect(self, kind: Kind, what: str) -> Token:
+        if not self._is(kind):
+            raise self._error(f"expected {what}")
+        return self._next()
+
+    def _error(self, message: str, tok: Token | None = None) -> CesqlParseError:
+        tok = tok or self._peek
+        return CesqlParseError(f"{message}, found {tok.describe()}", tok.position)
+
+    def parse(self) -> Node:
+        if self._is(Kind.EOF):
+            raise CesqlParseError("empty expression", 1)
+        node = self._logic()
+        if not self._is(Kind.EOF):
+            raise self._error("expected an operator or the end of the expression")
+        return node
+
+    def _logic(self) -> Node:
+        node = self._comparison()
+        while self._is(Kind.KEYWORD, _LOGIC):
+            op = self._next().text
+            node = Binary(node.position, op, node, self._comparison())
+        return node
+
+    def _comparison(self) -> Node:
+        node = self._additive()
+        while self._is(Kind.OP, _COMPARISON):
+            op = self._next().text
+            node = Binary(node.position, op, node, self._additive())
+        return node
+
+    def _additive(self) -> Node:
+        node = self._multiplicative()
+        while self._is(Kind.OP, _ADDITIVE):
+            op = self._next().text
+            node = Binary(node.position, op, node, self._multiplicative())
+        return node
+
+    def _multiplicative(self) -> Node:
+        node = self._postfix()
+        while self._is(Kind.OP, _MULTIPLICATIVE):
+            op = self._next().text
+            node = Binary(node.position, op, node, self._postfix())
+        return node
+
+    def _postfix(self) -> Node:
+        node = self._unary()
+        while True:
+            negated = False
+            if self._is(Kind.KEYWORD, "NOT"):
+                after = self._tokens[self._i + 1]
+                if not (after.kind is Kind.KEYWORD and after.text in ("LIKE", "IN")):
+                    raise self._error("expected LIKE or IN after NOT", after)
+                self._next()
+                negated = True
+            if self._is(Kind.KEYWORD, "LIKE"):
+                self._next()
+                if not self._is(Kind.STRING):
+                    raise self._error("the LIKE pattern must be a string literal")
+                pattern = str(self._next().value)
+                node = Like(node.position, node, pattern, like_regex(pattern), negated)
+            elif self._is(Kind.KEYWORD, "IN"):
+                self._next()
+                node = In(node.position, node, self._set(), negated)
+            else:
+                return node
+
+    def _set(self) -> tuple[Node, ...]:
+        self._expect(Kind.LPAREN, "'(' to open the IN set")
+        items = [self._logic()]
+        while self._is(Kind.COMMA):
+            self._next()
+            items.append(self._logic())
+        self._expect(Kind.RPAREN, "',' or ')' in the IN set")
+        return tuple(items)
+
+    def _unary(self) -> Node:
+        tok = self._peek
+        if tok.kind is Kind.KEYWORD and tok.text == "NOT":
+            self._next()
+            return Unary(tok.position, "NOT", self._unary())
+        if tok.kind is Kind.KEYWORD and tok.text == "EXISTS":
+            self._next()
+            name = self._expect(Kind.IDENT, "an attribute name after EXISTS")
+            return Exists(tok.position, name.text)
+        if tok.kind is Kind.OP and tok.text in ("-", "+"):
+            self._next()
+            if self._is(Kind.INT):
+                digits = self._next()
+                return self._integer(
+                    -int(str(digits.value)) if tok.text == "-" else digits.value, tok
+                )
+            if tok.text == "+":
+                raise self._error("expected an integer after '+'")
+            return Unary(tok.position, "-", self._unary())
+        return self._primary()
+
+    def _integer(self, value: object, tok: Token) -> Constant:
+        assert isinstance(value, int)
+        if not INT_MIN <= value <= INT_MAX:
+            raise CesqlParseError(
+                f"integer literal {value} is outside the 32-bit signed range", tok.position
+            )
+        return Constant(tok.position, value)
+
+    def _primary(self) -> Node:
+        tok = self._next()
+        if tok.kind is Kind.INT:
+            return self._integer(tok.value, tok)
+        if tok.kind is Kind.STRING:
+            return Constant(tok.position, str(tok.value))
+        if tok.kind is Kind.KEYWORD and tok.text in ("TRUE", "FALSE"):
+            return Constant(tok.position, tok.text == "TRUE")
+        if tok.kind is Kind.IDENT:
+            return Attribute(tok.position, tok.text)
+        if tok.kind is Kind.FUNC:
+            return Call(tok.position, tok.text, self._arguments())
+        if tok.kind is Kind.LPAREN:
+            node = self._logic()
+            self._expect(Kind.RPAREN, "')'")
+            return node
+        raise self._error("expected a value, an attribute, a function call or '('", tok)
+
+    def _arguments(self) -> tuple[Node, ...]:
+        self._expect(Kind.LPAREN, "'('")
+        args: list[Node] = []
+        if self._is(Kind.RPAREN):
+            self._next()
+            return ()
+        args.append(self._logic())
+        while self._is(Kind.COMMA):
+            self._next()
+            args.append(self._logic())
+        self._expect(Kind.RPAREN, "',' or ')' after a function argument")
+        return tuple(args)
