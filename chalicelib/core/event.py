@@ -9,11 +9,34 @@ structured ``data`` (so it is re-emitted JSON-equal without guessing).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 AttributeValue = str | int | bool
+
+
+class MapValue(str):
+    """A ``Map``-typed attribute value (CloudEvents 0.3 and the legacy 0.1/0.2 seed spec), held as
+    its compact JSON object text: the canonical string encoding of ``Map`` in those versions.
+
+    Being a ``str`` keeps ``AttributeValue`` unchanged for code that only reads attributes, while
+    the codec still knows to re-emit it as a JSON object in structured mode and to flatten it into
+    ``ce-<name>-<key>`` headers in binary mode (0.3 HTTP binding §3.1.3.1).
+    """
+
+    __slots__ = ()
+
+    def entries(self) -> dict[str, Any]:
+        value = json.loads(self)
+        if not isinstance(value, dict):
+            raise ValueError("a MapValue holds a JSON object")
+        return value
+
+    @classmethod
+    def of(cls, entries: Mapping[str, Any]) -> MapValue:
+        return cls(json.dumps(entries, separators=(",", ":"), ensure_ascii=False))
 
 
 class _Absent:

@@ -1,0 +1,206 @@
+"""The JSON event format (1.0 §3, 0.3 §3): a JSON object <-> CloudEvent.
+
+Data rules (1.0 json-format §3.1): ``data_base64`` is decoded exactly into bytes; a ``data`` member
+whose content type is JSON (``*/json``, ``*/*+json``) or absent is kept as the parsed JSON value
+(``json_data``), never re-parsed; a string ``data`` with another content type becomes its UTF-8
+bytes. 0.3 has no ``data_base64``: there ``datacontentencoding: base64`` marks a base64 ``data``
+string (0.3 spec; its JSON format's "decode unless known text" rule contradicts the core text and
+is not followed). ``data_base64`` is also accepted for 0.3 and the seed versions because
+``to_json`` uses it as the lossless form for their binary data.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from functools import lru_cache
+from typing import Any
+
+from chalicelib.core.codec_validation import V0_3, V1_0, VERSIONS, check_attributes, resolve_version
+from chalicelib.core.errors import Problem
+from chalicelib.core.event import ABSENT, CloudEvent, MapValue
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constants)
+_ENCODER = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=False, check_circular=False, allow_nan=False
+)
+_ASCII_ENCODER = json.JSONEncoder(separators=(",", ":"), check_circular=False, allow_nan=False)
+
+
+def parse_json(body: bytes) -> Any:
+    """Strict RFC 8259 parse of UTF-8 bytes; ``ValueError`` with a short reason otherwise."""
+    try:
+        return _DECODER.decode(body.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError("body is not valid UTF-8") from None
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+    except ValueError as exc:
+        raise ValueError(f"malformed JSON: {exc}") from None
+
+
+def dumps_compact(value: Any) -> str:
+    return _ENCODER.encode(value)
+
+
+def dumps_utf8(value: Any) -> bytes:
+    """Compact JSON as UTF-8; escapes everything when a string holds a lone surrogate."""
+    text = _ENCODER.encode(value)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _ASCII_ENCODER.encode(value).encode("ascii")
+
+
+@lru_cache(maxsize=512)
+def is_json_content_type(content_type: str) -> bool:
+    """``*/json`` or ``*/*+json`` once parameters are stripped (case-insensitive)."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    _, slash, subtype = media.partition("/")
+    return bool(slash) and (subtype == "json" or subtype.endswith("+json"))
+
+
+def event_from_object(
+    obj: object, legacy: bool, prefix: str, problems: list[Problem]
+) -> CloudEvent | None:
+    """Decode one JSON-format event; on any problem append them all and return None."""
+    start = len(problems)
+    if type(obj) is not dict:
+        problems.append(Problem(prefix.rstrip(".") or "body", "must be a JSON object"))
+        return None
+
+    def field(name: str) -> str:
+        return prefix + name
+
+    version, why = resolve_version(obj.get("specversion"), legacy)
+    if why is not None:
+        problems.append(Problem(field("specversion"), why))
+    rules = version or V1_0
+    attrs: dict[str, Any] = {}
+    has_data = False
+    raw_data: Any = None
+    b64: Any = None
+    for name, value in obj.items():
+        if name == "data":
+            has_data = True
+            raw_data = value
+        elif name == "data_base64":
+            b64 = value
+        elif value is None:  # JSON null means unset (json-format §2.2)
+            continue
+        elif type(value) is dict and rules.allows_maps:
+            attrs[name] = MapValue(dumps_compact(value))
+        else:
+            attrs[name] = value
+    check_attributes(attrs, rules, field, problems)
+
+    data: bytes | None = None
+    json_data: Any = ABSENT
+    if b64 is not None:
+        if has_data:
+            problems.append(
+                Problem(field("data_base64"), "data and data_base64 are mutually exclusive")
+            )
+        else:
+            data = decode_base64(b64, field("data_base64"), problems)
+    elif has_data:
+        content_type = attrs.get(rules.content_type_attr)
+        encoding = attrs.get("datacontentencoding") if rules is V0_3 else None
+        if encoding is not None and type(raw_data) is str:
+            if type(encoding) is str and encoding.lower() == "base64":
+                data = decode_base64(raw_data, field("data"), problems)
+            else:
+                problems.append(Problem(field("datacontentencoding"), "only base64 is supported"))
+        elif (
+            type(raw_data) is not str
+            or type(content_type) is not str
+            or is_json_content_type(content_type)
+        ):
+            json_data = raw_data
+        else:
+            try:
+                data = raw_data.encode("utf-8")
+            except UnicodeEncodeError:
+                problems.append(Problem(field("data"), "text data holds a lone surrogate"))
+    if len(problems) > start:
+        return None
+    return CloudEvent(attrs, data, json_data)
+
+
+def decode_base64(text: object, field: str, problems: list[Problem]) -> bytes | None:
+    """RFC 4648 §4 exactly: standard alphabet, padding required, no stray or non-zero bits."""
+    if type(text) is not str:
+        problems.append(Problem(field, "must be a base64 string"))
+        return None
+    try:
+        raw = base64.b64decode(text, validate=True)
+        if text.endswith("="):
+            tail = text[-4:]
+            if base64.b64encode(base64.b64decode(tail)).decode("ascii") != tail:
+                raise ValueError("non-canonical")
+    except (binascii.Error, ValueError):
+        problems.append(Problem(field, "invalid base64 (RFC 4648 §4, padded, canonical)"))
+        return None
+    return raw
+
+
+def to_json(event: CloudEvent) -> dict[str, Any]:
+    """The lossless JSON-format object (archive, SQS): ``from_json(to_json(e)) == e``."""
+    out: dict[str, Any] = {
+        name: (json.loads(value) if type(value) is MapValue else value)
+        for name, value in event.attributes.items()
+    }
+    if event.json_data is not ABSENT:
+        out["data"] = event.json_data
+    elif event.data is not None:
+        member, value = _bytes_member(event)
+        out[member] = value
+    return out
+
+
+def _bytes_member(event: CloudEvent) -> tuple[str, str]:
+    data = event.data
+    assert data is not None
+    attrs = event.attributes
+    rules = VERSIONS.get(event.specversion, V1_0)
+    if rules is V0_3 and "datacontentencoding" in attrs:
+        encoding = attrs["datacontentencoding"]
+        if isinstance(encoding, str) and encoding.lower() == "base64":
+            return "data", base64.b64encode(data).decode("ascii")
+        return "data_base64", base64.b64encode(data).decode("ascii")
+    content_type = attrs.get(rules.content_type_attr)
+    if isinstance(content_type, str) and not is_json_content_type(content_type):
+        try:
+            return "data", data.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+    return "data_base64", base64.b64encode(data).decode("ascii")
+
+
+def to_wire_json(event: CloudEvent) -> dict[str, Any]:
+    """The structured-mode object sent to others: like ``to_json``, but JSON bytes travel as a
+    JSON value, and 0.3 binary data uses ``datacontentencoding: base64`` (0.3 has no
+    ``data_base64``)."""
+    out = to_json(event)
+    if "data_base64" not in out:
+        return out
+    rules = VERSIONS.get(event.specversion, V1_0)
+    content_type = event.attributes.get(rules.content_type_attr)
+    if isinstance(content_type, str) and is_json_content_type(content_type):
+        assert event.data is not None
+        try:
+            out["data"] = parse_json(event.data)
+            del out["data_base64"]
+            return out
+        except ValueError:
+            pass
+    if rules is V0_3:
+        out["data"] = out.pop("data_base64")
+        out["datacontentencoding"] = "base64"
+    return out

@@ -1,0 +1,261 @@
+"""Context-attribute rules per spec version: names, types, required attributes and value syntax.
+
+Every check appends to one list so a caller can report all problems at once. The same function
+judges events decoded from the wire and events built in memory (``codec.validate``), so the
+decoder never accepts an event that ``validate`` would refuse.
+
+Versions: 1.0 (1.0.2 text), 0.3, and the legacy seed spec (``specversion`` 0.1 / 0.2: lower-case
+names, ``contenttype``, ``schemaurl`` of type URI, ``Map``-typed extensions).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from chalicelib.core.errors import Problem
+from chalicelib.core.event import MapValue
+
+Field = Callable[[str], str]
+
+
+@dataclass(frozen=True, slots=True)
+class SpecVersion:
+    name: str
+    content_type_attr: str  # the attribute that maps to Content-Type in binary mode
+    schema_attr: str
+    schema_is_absolute: bool  # URI (absolute) or URI-reference
+    name_pattern: re.Pattern[str]
+    allows_maps: bool
+    legacy: bool
+
+
+_NAME_ANY_START = re.compile(r"[a-z0-9]+")  # 1.0: letters or digits
+_NAME_LETTER_START = re.compile(r"[a-z][a-z0-9]*")  # 0.3 and seed: MUST begin with a letter
+
+V1_0 = SpecVersion("1.0", "datacontenttype", "dataschema", True, _NAME_ANY_START, False, False)
+V0_3 = SpecVersion("0.3", "datacontenttype", "schemaurl", False, _NAME_LETTER_START, True, False)
+V0_2 = SpecVersion("0.2", "contenttype", "schemaurl", True, _NAME_LETTER_START, True, True)
+V0_1 = SpecVersion("0.1", "contenttype", "schemaurl", True, _NAME_LETTER_START, True, True)
+VERSIONS: dict[str, SpecVersion] = {v.name: v for v in (V1_0, V0_3, V0_2, V0_1)}
+REQUIRED = ("id", "source", "type", "specversion")  # specversion last: see check_attributes
+INT_MIN, INT_MAX = -(2**31), 2**31 - 1
+
+# String type: no control characters, no lone surrogates, no Unicode noncharacters.
+_NONCHARACTERS = "".join(
+    f"\\U{p * 0x10000 + 0xFFFE:08x}\\U{p * 0x10000 + 0xFFFF:08x}" for p in range(17)
+)
+_BAD_STRING_CHAR = re.compile(
+    f"[\\x00-\\x1f\\x7f-\\x9f\\ud800-\\udfff\\ufdd0-\\ufdef{_NONCHARACTERS}]"
+)
+
+_RFC3339 = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.[0-9]+)?"
+    r"(?:[Zz]|[+-]([0-9]{2}):([0-9]{2}))"
+)
+_DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+_TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+_QUOTED = r'"(?:[\t !#-\[\]-~\x80-\xff]|\\[\t -~\x80-\xff])*"'
+_MEDIA_TYPE = re.compile(
+    rf"{_TOKEN}/{_TOKEN}(?:[ \t]*;[ \t]*{_TOKEN}=(?:{_TOKEN}|{_QUOTED}))*[ \t]*"
+)
+_TOKEN_ONLY = re.compile(_TOKEN)
+
+# RFC 3986 appendix A, assembled from its productions.
+_UNRESERVED = r"A-Za-z0-9\-._~"
+_SUB_DELIMS = r"!$&'()*+,;="
+_PCT = r"%[0-9A-Fa-f]{2}"
+_PCHAR = rf"(?:[{_UNRESERVED}{_SUB_DELIMS}:@]|{_PCT})"
+_SEGMENT = rf"{_PCHAR}*"
+_SEGMENT_NZ = rf"{_PCHAR}+"
+_SEGMENT_NZ_NC = rf"(?:[{_UNRESERVED}{_SUB_DELIMS}@]|{_PCT})+"
+_IP_LITERAL = rf"\[(?:[0-9A-Fa-f:.]+|[vV][0-9A-Fa-f]+\.[{_UNRESERVED}{_SUB_DELIMS}:]+)\]"
+_HOST = rf"(?:{_IP_LITERAL}|(?:[{_UNRESERVED}{_SUB_DELIMS}]|{_PCT})*)"
+_AUTHORITY = rf"(?:(?:[{_UNRESERVED}{_SUB_DELIMS}:]|{_PCT})*@)?{_HOST}(?::[0-9]*)?"
+_PATH_ABEMPTY = rf"(?:/{_SEGMENT})*"
+_PATH_ABSOLUTE = rf"/(?:{_SEGMENT_NZ}(?:/{_SEGMENT})*)?"
+_QUERY = rf"(?:{_PCHAR}|[/?])*"
+_TAIL = rf"(?:\?{_QUERY})?(?:#{_QUERY})?"
+_SCHEME = r"[A-Za-z][A-Za-z0-9+\-.]*"
+_URI = (
+    rf"{_SCHEME}:(?://{_AUTHORITY}{_PATH_ABEMPTY}|{_PATH_ABSOLUTE}|{_SEGMENT_NZ}(?:/{_SEGMENT})*|)"
+    rf"{_TAIL}"
+)
+_RELATIVE_REF = (
+    rf"(?://{_AUTHORITY}{_PATH_ABEMPTY}|{_PATH_ABSOLUTE}|{_SEGMENT_NZ_NC}(?:/{_SEGMENT})*|){_TAIL}"
+)
+_URI_RE = re.compile(_URI)
+_URI_REFERENCE_RE = re.compile(rf"{_URI}|{_RELATIVE_REF}")
+_IPV6_IN_AUTHORITY = re.compile(
+    r"^[A-Za-z][A-Za-z0-9+\-.]*://[^/?#]*\[([0-9A-Fa-f:.]+)\]|^//[^/?#]*\[([0-9A-Fa-f:.]+)\]"
+)
+
+
+def is_rfc3339(value: str) -> bool:
+    m = _RFC3339.fullmatch(value)
+    if m is None:
+        return False
+    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
+    if not 1 <= month <= 12 or hour > 23 or minute > 59 or second > 60:
+        return False
+    leap = month == 2 and year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    if not 1 <= day <= _DAYS[month - 1] + leap:
+        return False
+    off_h, off_m = m.group(7), m.group(8)
+    return off_h is None or (int(off_h) <= 23 and int(off_m) <= 59)
+
+
+def is_media_type(value: str) -> bool:
+    return _MEDIA_TYPE.fullmatch(value) is not None
+
+
+def is_uri_reference(value: str) -> bool:
+    return _URI_REFERENCE_RE.fullmatch(value) is not None and _ipv6_ok(value)
+
+
+def is_absolute_uri(value: str) -> bool:
+    # RFC 3986 §3 "URI": a scheme is required; a fragment is tolerated (see DESIGN.md notes).
+    return _URI_RE.fullmatch(value) is not None and _ipv6_ok(value)
+
+
+def _ipv6_ok(value: str) -> bool:
+    if "[" not in value:
+        return True
+    m = _IPV6_IN_AUTHORITY.match(value)
+    if m is None:  # an IPvFuture literal, already checked by the grammar
+        return True
+    try:
+        ipaddress.IPv6Address(m.group(1) or m.group(2))
+    except ValueError:
+        return False
+    return True
+
+
+def is_valid_string(value: str) -> bool:
+    return _BAD_STRING_CHAR.search(value) is None
+
+
+def resolve_version(value: object, legacy: bool) -> tuple[SpecVersion | None, str | None]:
+    """The rules for a ``specversion`` value, or a message saying why it is refused."""
+    if value is None:
+        return None, "required attribute is missing"
+    if type(value) is not str:
+        return None, "must be a string"
+    version = VERSIONS.get(value)
+    if version is None:
+        return None, f"unsupported specversion {value!r}; this broker accepts 1.0 and 0.3"
+    if version.legacy and not legacy:
+        return None, (
+            f"specversion {value} is a legacy version; the broker accepts it only with the "
+            'annotation serverless-broker/legacy-spec-versions: "true"'
+        )
+    return version, None
+
+
+def check_attributes(
+    attrs: Mapping[str, object],
+    version: SpecVersion,
+    field: Field,
+    problems: list[Problem],
+) -> None:
+    """Append a Problem for everything wrong with ``attrs`` under ``version``'s rules.
+
+    ``specversion`` itself is judged by ``resolve_version``, which chose ``version``.
+    """
+    name_ok = version.name_pattern.fullmatch
+    allows_maps = version.allows_maps
+    for name, value in attrs.items():
+        if name_ok(name) is None or name == "data":
+            problems.append(Problem(field(name), _bad_name_message(name, version)))
+            continue
+        if isinstance(value, MapValue):
+            if allows_maps:
+                _check_map(value, name, field, problems)
+            else:
+                problems.append(Problem(field(name), _type_message(value, version)))
+        elif isinstance(value, str):
+            if _BAD_STRING_CHAR.search(value) is not None:
+                problems.append(Problem(field(name), _STRING_MESSAGE))
+        elif isinstance(value, bool):
+            pass
+        elif isinstance(value, int):
+            if not INT_MIN <= value <= INT_MAX:
+                problems.append(Problem(field(name), "integer out of the 32-bit signed range"))
+        else:
+            problems.append(Problem(field(name), _type_message(value, version)))
+    for name in REQUIRED[:3]:
+        value = attrs.get(name)
+        if value is None:
+            problems.append(Problem(field(name), "required attribute is missing"))
+        elif type(value) is not str:
+            problems.append(Problem(field(name), "must be a string"))
+        elif not value:
+            problems.append(Problem(field(name), "must be a non-empty string"))
+        elif name == "source" and not is_uri_reference(value):
+            problems.append(Problem(field(name), "must be a URI-reference (RFC 3986 §4.1)"))
+    _check_optional(attrs, version, field, problems)
+
+
+def _check_optional(
+    attrs: Mapping[str, object], version: SpecVersion, field: Field, problems: list[Problem]
+) -> None:
+    value = attrs.get("time")
+    if value is not None and (type(value) is not str or not is_rfc3339(value)):
+        problems.append(Problem(field("time"), "must be an RFC 3339 timestamp"))
+    value = attrs.get("subject")
+    if value is not None and (type(value) is not str or not value):
+        problems.append(Problem(field("subject"), "must be a non-empty string"))
+    value = attrs.get(version.content_type_attr)
+    if value is not None and (type(value) is not str or not is_media_type(value)):
+        problems.append(Problem(field(version.content_type_attr), "must be an RFC 2046 media type"))
+    value = attrs.get(version.schema_attr)
+    if value is not None:
+        if version.schema_is_absolute:
+            if type(value) is not str or not is_absolute_uri(value):
+                problems.append(Problem(field(version.schema_attr), "must be an absolute URI"))
+        elif type(value) is not str or not is_uri_reference(value):
+            problems.append(
+                Problem(field(version.schema_attr), "must be a URI-reference (RFC 3986 §4.1)")
+            )
+    if version is V0_3:
+        value = attrs.get("datacontentencoding")
+        if value is not None and (type(value) is not str or not _TOKEN_ONLY.fullmatch(value)):
+            problems.append(
+                Problem(field("datacontentencoding"), "must be an RFC 2045 encoding token")
+            )
+
+
+def _check_map(value: MapValue, name: str, field: Field, problems: list[Problem]) -> None:
+    try:
+        entries = json.loads(value)
+    except ValueError:
+        entries = None
+    if not isinstance(entries, dict):
+        problems.append(Problem(field(name), "a Map value must be a JSON object"))
+
+
+_STRING_MESSAGE = "must not contain control characters, lone surrogates or Unicode noncharacters"
+
+
+def _bad_name_message(name: str, version: SpecVersion) -> str:
+    if name == "data":
+        return "'data' is reserved and cannot be an attribute name"
+    if version.name_pattern is _NAME_LETTER_START:
+        return (
+            f"invalid attribute name {name!r}: specversion {version.name} names are lower-case "
+            "letters and digits starting with a letter"
+        )
+    return f"invalid attribute name {name!r}: names are lower-case ASCII letters and digits"
+
+
+def _type_message(value: object, version: SpecVersion) -> str:
+    if isinstance(value, MapValue):
+        return f"Map values are not allowed in specversion {version.name}"
+    allowed = "a string, integer or boolean"
+    if version.allows_maps:
+        allowed = "a string, integer, boolean or JSON object (Map)"
+    return f"unsupported value type {type(value).__name__}: must be {allowed}"
