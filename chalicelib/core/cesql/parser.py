@@ -30,6 +30,10 @@ from chalicelib.core.cesql.nodes import (
 INT_MIN = -(2**31)
 INT_MAX = 2**31 - 1
 
+# Deeper input is refused (a parse error, not a RecursionError in the parser or the evaluator).
+MAX_NESTING = 64
+MAX_DEPTH = 256
+
 _LOGIC = frozenset({"AND", "OR", "XOR"})
 _COMPARISON = frozenset({"=", "!=", "<>", "<", "<=", ">", ">="})
 _ADDITIVE = frozenset({"+", "-"})
@@ -37,13 +41,38 @@ _MULTIPLICATIVE = frozenset({"*", "/", "%"})
 
 
 def parse_tree(source: str) -> Node:
-    return _Parser(tokenize(source)).parse()
+    tree = _Parser(tokenize(source)).parse()
+    if _depth(tree) > MAX_DEPTH:
+        raise CesqlParseError(f"expression is nested deeper than {MAX_DEPTH} operations", 1)
+    return tree
+
+
+def _children(node: Node) -> tuple[Node, ...]:
+    if isinstance(node, Binary):
+        return (node.left, node.right)
+    if isinstance(node, (Unary, Like)):
+        return (node.operand,)
+    if isinstance(node, In):
+        return (node.operand, *node.items)
+    if isinstance(node, Call):
+        return node.args
+    return ()
+
+
+def _depth(tree: Node) -> int:
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in _children(node))
+    return deepest
 
 
 class _Parser:
     def __init__(self, tokens: list[Token]) -> None:
         self._tokens = tokens
         self._i = 0
+        self._nesting = 0
 
     @property
     def _peek(self) -> Token:
@@ -80,7 +109,20 @@ class _Parser:
             raise self._error("expected an operator or the end of the expression")
         return node
 
+    def _enter(self) -> None:
+        self._nesting += 1
+        if self._nesting > MAX_NESTING:
+            raise CesqlParseError(
+                f"expression is nested deeper than {MAX_NESTING} levels", self._peek.position
+            )
+
     def _logic(self) -> Node:
+        self._enter()
+        node = self._logic_chain()
+        self._nesting -= 1
+        return node
+
+    def _logic_chain(self) -> Node:
         node = self._comparison()
         while self._is(Kind.KEYWORD, _LOGIC):
             op = self._next().text
@@ -140,6 +182,12 @@ class _Parser:
         return tuple(items)
 
     def _unary(self) -> Node:
+        self._enter()
+        node = self._prefixed()
+        self._nesting -= 1
+        return node
+
+    def _prefixed(self) -> Node:
         tok = self._peek
         if tok.kind is Kind.KEYWORD and tok.text == "NOT":
             self._next()
