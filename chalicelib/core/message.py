@@ -1,0 +1,174 @@
+"""The SQS message between ingress and delivery: the one place that defines its shape.
+
+    {"v": 1, "namespace": ..., "broker": ..., "trigger": ...,
+     "event": <codec.to_json(event)>            (inline), or
+     "claim": {"bucket": ..., "key": ..., "size": N}   (claim check: the event is in S3),
+     "headers": {lower-case name: value}}       (pass-through headers, see ``passthrough_headers``)
+
+An SQS message is at most 256 KiB; ``fits_inline`` tells the ingress when to use a claim check.
+The claim-checked object holds ``encode_event_blob(event)`` (the same JSON form).
+A new shape gets a new ``v``; ``decode_message`` refuses versions it does not know.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from chalicelib.core.codec import from_json, to_json
+from chalicelib.core.codec_json import dumps_compact, dumps_utf8, parse_json
+from chalicelib.core.errors import Problem, ValidationError
+from chalicelib.core.event import CloudEvent
+
+MESSAGE_VERSION = 1
+SQS_MAX_MESSAGE_BYTES = 256 * 1024
+
+_PASSTHROUGH_EXACT = frozenset({"x-request-id", "retry-after", "traceparent", "tracestate"})
+_PASSTHROUGH_PREFIXES = ("knative-", "x-b3-")
+# SQS accepts only XML 1.0 characters; JSON escapes the C0 controls but not these.
+_NOT_XML_CHAR = re.compile("[\ud800-\udfff\ufffe\uffff]")
+
+
+@dataclass(frozen=True)
+class ClaimCheck:
+    bucket: str
+    key: str
+    size: int
+
+
+@dataclass(frozen=True)
+class QueuedEvent:
+    """One event queued for one trigger; exactly one of ``event`` and ``claim`` is set."""
+
+    namespace: str
+    broker: str
+    trigger: str
+    event: CloudEvent | None
+    claim: ClaimCheck | None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if (self.event is None) == (self.claim is None):
+            raise ValueError("a QueuedEvent holds exactly one of event and claim")
+
+
+def passthrough_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The request headers the broker forwards to subscribers (Knative ``PassThroughHeaders``:
+    ``knative-*``, ``x-b3-*``, ``x-request-id``, ``retry-after``; plus W3C ``traceparent`` and
+    ``tracestate``), with lower-case names. ``ce-*`` headers are not copied: they are the event."""
+    out: dict[str, str] = {}
+    for name, value in headers.items():
+        key = name.lower()
+        if key in _PASSTHROUGH_EXACT or key.startswith(_PASSTHROUGH_PREFIXES):
+            out[key] = value
+    return out
+
+
+def encode_message(q: QueuedEvent) -> str:
+    doc: dict[str, Any] = {
+        "v": MESSAGE_VERSION,
+        "namespace": q.namespace,
+        "broker": q.broker,
+        "trigger": q.trigger,
+    }
+    if q.event is not None:
+        doc["event"] = to_json(q.event)
+    if q.claim is not None:
+        doc["claim"] = {"bucket": q.claim.bucket, "key": q.claim.key, "size": q.claim.size}
+    doc["headers"] = dict(q.headers)
+    text = dumps_compact(doc)
+    if _NOT_XML_CHAR.search(text) is not None:
+        text = json.dumps(doc, separators=(",", ":"))  # \u-escape everything outside ASCII
+    return text
+
+
+def encoded_size(q: QueuedEvent) -> int:
+    """Bytes of ``encode_message(q)`` as SQS counts them (UTF-8)."""
+    return len(encode_message(q).encode("utf-8"))
+
+
+def fits_inline(q: QueuedEvent, limit: int = SQS_MAX_MESSAGE_BYTES) -> bool:
+    return encoded_size(q) <= limit
+
+
+def decode_message(body: str) -> QueuedEvent:
+    """Parse a message; ``ValidationError`` on an unknown version or any malformed part."""
+    try:
+        doc = parse_json(body.encode("utf-8"))
+    except ValueError as exc:
+        raise ValidationError([Problem("message", str(exc))]) from None
+    if type(doc) is not dict:
+        raise ValidationError([Problem("message", "must be a JSON object")])
+    if doc.get("v") != MESSAGE_VERSION:
+        raise ValidationError([Problem("v", f"unknown message version {doc.get('v')!r}")])
+    problems: list[Problem] = []
+    names = [_text(doc, key, problems) for key in ("namespace", "broker", "trigger")]
+    headers = doc.get("headers", {})
+    if type(headers) is not dict or not all(
+        type(k) is str and type(v) is str for k, v in headers.items()
+    ):
+        problems.append(Problem("headers", "must map header names to strings"))
+    event = _event(doc.get("event"), problems)
+    claim = _claim(doc.get("claim"), problems)
+    if (event is None) == (claim is None) and not problems:
+        problems.append(Problem("event", "exactly one of event and claim must be present"))
+    if problems:
+        raise ValidationError(problems)
+    return QueuedEvent(names[0], names[1], names[2], event, claim, headers)
+
+
+def encode_event_blob(event: CloudEvent) -> bytes:
+    """The content of a claim-checked S3 object."""
+    return dumps_utf8(to_json(event))
+
+
+def decode_event_blob(blob: bytes) -> CloudEvent:
+    try:
+        obj = parse_json(blob)
+    except ValueError as exc:
+        raise ValidationError([Problem("event", str(exc))]) from None
+    problems: list[Problem] = []
+    event = _event(obj, problems)
+    if event is None:
+        raise ValidationError(problems or [Problem("event", "missing")])
+    return event
+
+
+def _text(doc: dict[str, Any], key: str, problems: list[Problem]) -> str:
+    value = doc.get(key)
+    if type(value) is not str or not value:
+        problems.append(Problem(key, "must be a non-empty string"))
+        return ""
+    return value
+
+
+def _event(obj: object, problems: list[Problem]) -> CloudEvent | None:
+    if obj is None:
+        return None
+    if type(obj) is not dict:
+        problems.append(Problem("event", "must be a JSON object"))
+        return None
+    try:
+        # Queued events were accepted already, possibly by a broker that allows legacy versions.
+        return from_json(obj, legacy=True)
+    except ValidationError as exc:
+        problems.extend(Problem(f"event.{p.field}", p.message) for p in exc.problems)
+        return None
+
+
+def _claim(obj: object, problems: list[Problem]) -> ClaimCheck | None:
+    if obj is None:
+        return None
+    if (
+        type(obj) is not dict
+        or type(obj.get("bucket")) is not str
+        or type(obj.get("key")) is not str
+        or type(obj.get("size")) is not int
+        or obj["size"] < 0
+    ):
+        problems.append(Problem("claim", "needs bucket, key (strings) and size (integer >= 0)"))
+        return None
+    return ClaimCheck(obj["bucket"], obj["key"], obj["size"])
