@@ -1,0 +1,178 @@
+"""Delivery policy as data and pure functions (DESIGN.md §2.3): what a subscriber's answer means,
+how long to wait before the next attempt, when to give up, and what a dead-lettered event carries.
+
+Time is a parameter (``now``); nothing here sleeps or reads a clock.
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+import math
+import re
+from datetime import UTC, datetime
+
+from chalicelib.core.resources import DeliverySpec
+
+# SQS caps a message's visibility timeout at 12 hours, and retries wait in the queue.
+MAX_BACKOFF_SECONDS = 43_200
+# Knative's KnativeErrorDataExtensionMaxLength applies to the base64 text; 768 bytes encode to
+# exactly 1024 characters, so truncating the body there keeps the encoding whole and valid.
+MAX_ERROR_DATA_CHARS = 1024
+_MAX_ERROR_DATA_BYTES = MAX_ERROR_DATA_CHARS // 4 * 3
+TRANSPORT_ERROR_CODE = 500  # what Knative records for a connection error or a timeout
+
+
+class Outcome(enum.Enum):
+    SUCCESS = "success"  # delivered; nothing comes back
+    REPLY = "reply"  # delivered; the response carries an event to ingest into the same broker
+    RETRY = "retry"  # failed; try again after the backoff
+    DEAD_LETTER = "dead_letter"  # failed; retrying cannot help, dead-letter now
+
+
+# The data-plane contract retries these 4xx: the endpoint may appear (404), the request timed
+# out (408), a conflicting operation may finish (409), the subscriber is overloaded (429).
+_RETRYABLE_4XX = frozenset({404, 408, 409, 429})
+
+
+def classify(status: int | None, *, has_reply_event: bool, reply_invalid: bool) -> Outcome:
+    """The outcome of one attempt. ``status`` is None for a transport error or a timeout;
+    ``has_reply_event``/``reply_invalid``: the response carries a valid / an invalid CloudEvent."""
+    if status is None:
+        return Outcome.RETRY
+    if status == 200:
+        if reply_invalid:
+            return Outcome.RETRY  # a reply we cannot ingest is a failed delivery (Knative: 502)
+        return Outcome.REPLY if has_reply_event else Outcome.SUCCESS
+    if 200 <= status <= 299:
+        return Outcome.SUCCESS  # 202 "MUST NOT be processed as a reply", nor other 2xx here
+    if 100 <= status <= 199 or 300 <= status <= 399:
+        return Outcome.DEAD_LETTER  # unspecified answers; we follow no redirects
+    if 400 <= status <= 499:
+        return Outcome.RETRY if status in _RETRYABLE_4XX else Outcome.DEAD_LETTER
+    # 5xx, and "a response code not in this table SHOULD be treated as a retriable error".
+    return Outcome.RETRY
+
+
+def backoff_seconds(policy: str | None, delay_s: float | None, k: int) -> float:
+    """The wait before retry ``k`` (1 for the first retry), capped at 12 hours.
+
+    exponential: d·2^(k-1) (d, 2d, 4d, ...); linear: d·k (d, 2d, 3d, ...). Without a policy or a
+    delay retries are immediate.
+
+    Knative's implementation waits (k-1)·d for linear (0, d, 2d: go-retryablehttp passes a 0-based
+    attempt number to ``delay * attemptNum``), so its first linear retry is immediate. We follow
+    the API text ("backoffDelay*<numberOfRetries>"), which DESIGN.md §2.3 adopts: an immediate
+    first retry is what a backoff policy is configured to avoid.
+    """
+    if policy is None or not delay_s or delay_s <= 0 or k < 1:
+        return 0.0
+    if policy == "linear":
+        return min(delay_s * k, float(MAX_BACKOFF_SECONDS))
+    if policy == "exponential":
+        if k - 1 >= 64:  # 2^64·d is past the cap for any d > 0; avoids float overflow
+            return float(MAX_BACKOFF_SECONDS)
+        return min(delay_s * 2.0 ** (k - 1), float(MAX_BACKOFF_SECONDS))
+    raise ValueError(f"unknown backoff policy {policy!r}")
+
+
+_DELTA_SECONDS = re.compile(r"^[0-9]+$")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_MONTH = "(?P<mon>" + "|".join(_MONTHS) + ")"
+_TIME = r"(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)"
+_HTTP_DATES = (  # RFC 9110 §5.6.7: IMF-fixdate, then the obsolete RFC 850 and asctime forms
+    re.compile(rf"^[A-Z][a-z]{{2}}, (?P<d>\d\d) {_MONTH} (?P<y>\d{{4}}) {_TIME} GMT$"),
+    re.compile(rf"^[A-Z][a-z]{{5,8}}, (?P<d>\d\d)-{_MONTH}-(?P<y>\d\d) {_TIME} GMT$"),
+    re.compile(rf"^[A-Z][a-z]{{2}} {_MONTH} (?P<d>[ \d]\d) {_TIME} (?P<y>\d{{4}})$"),
+)
+
+
+def parse_retry_after(value: str, now: datetime) -> float | None:
+    """Seconds to wait from a ``Retry-After`` value: delta-seconds or an HTTP-date (a date in the
+    past means 0). Anything else is None, and the header is then ignored. A naive ``now`` is
+    taken as UTC."""
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=UTC)
+    text = value.strip()
+    if _DELTA_SECONDS.match(text):
+        return float(int(text))
+    when = _http_date(text, now)
+    if when is None:
+        return None
+    return max(0.0, (when - now).total_seconds())
+
+
+def _http_date(text: str, now: datetime) -> datetime | None:
+    for pattern in _HTTP_DATES:
+        match = pattern.match(text)
+        if match is None:
+            continue
+        year = int(match["y"])
+        if len(match["y"]) == 2:
+            # RFC 9110: a two-digit year more than 50 years in the future is in the past century.
+            year += 2000 if 2000 + year <= now.year + 50 else 1900
+        try:
+            return datetime(
+                year,
+                _MONTHS.index(match["mon"]) + 1,
+                int(match["d"].strip()),
+                int(match["h"]),
+                int(match["m"]),
+                int(match["s"]),
+                tzinfo=UTC,
+            )
+        except ValueError:
+            return None  # 31 Feb, 25:00 ...
+    return None
+
+
+def retry_delay(
+    spec: DeliverySpec,
+    attempt: int,
+    status: int | None,
+    retry_after_header: str | None,
+    now: datetime,
+) -> float:
+    """Seconds to wait after failed attempt ``attempt`` (1-based) before the next one.
+
+    The backoff for retry ``attempt``; on 429 and 503, when ``retryAfterMax`` is set, a longer
+    ``Retry-After`` is honoured up to it: ``max(backoff, min(Retry-After, retryAfterMax))``
+    (Knative's rule; ``retryAfterMax: PT0S`` therefore ignores the header).
+    """
+    delay = spec.backoff_delay.seconds if spec.backoff_delay is not None else None
+    wait = backoff_seconds(spec.backoff_policy, delay, attempt)
+    if status in (429, 503) and spec.retry_after_max is not None and retry_after_header:
+        retry_after = parse_retry_after(retry_after_header, now)
+        if retry_after is not None:
+            wait = max(wait, min(retry_after, spec.retry_after_max.seconds))
+    return min(wait, float(MAX_BACKOFF_SECONDS))
+
+
+def should_dead_letter(attempt: int, spec: DeliverySpec) -> bool:
+    """Whether attempt number ``attempt`` (1-based) was the last: ``retry`` retries follow the
+    first attempt, so ``retry + 1`` attempts in all (``retry`` absent means 0)."""
+    return attempt >= (spec.retry or 0) + 1
+
+
+def dead_letter_extensions(dest_uri: str, status: int | None, body: bytes) -> dict[str, str | int]:
+    """Knative's error extensions for a dead-lettered event: the URI that failed, the final
+    status (500 for a transport error, whose description the caller passes as ``body``), and the
+    response body in base64, cut so the text stays within 1024 characters (empty body: "")."""
+    return {
+        "knativeerrordest": dest_uri,
+        "knativeerrorcode": TRANSPORT_ERROR_CODE if status is None else status,
+        "knativeerrordata": base64.b64encode(body[:_MAX_ERROR_DATA_BYTES]).decode("ascii"),
+    }
+
+
+def visibility_timeout_for(delay_s: float) -> int:
+    """The SQS visibility timeout, in whole seconds, that holds a message back for ``delay_s``.
+
+    Rounded up, because SQS takes integers and a retry must never come before its backoff (0.2 s
+    becomes 1 s); clamped to SQS's range of 0 to 43200 (12 hours).
+    """
+    if math.isnan(delay_s) or delay_s <= 0:
+        return 0
+    if delay_s >= MAX_BACKOFF_SECONDS:
+        return MAX_BACKOFF_SECONDS
+    return math.ceil(delay_s)
