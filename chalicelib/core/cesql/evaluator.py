@@ -252,8 +252,10 @@ def _in(node: In, operand: Compiled, items: Sequence[Compiled]) -> Compiled:
             return False
         # The left operand's type is the target of every element's cast (spec §3.7).
         target = type_of(x)
-        found = any(cast(v, target, errors) == x for v in values)
-        return found != negated
+        # Every element is cast (only AND and OR short-circuit), so cast errors do not depend on
+        # the order of the set.
+        found = [cast(v, target, errors) == x for v in values]
+        return any(found) != negated
 
     return in_
 
