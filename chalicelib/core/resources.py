@@ -321,7 +321,7 @@ def _trigger_filters(
         if isinstance(key, str) and isinstance(value, str):
             strings[key] = value
         elif not reported:
-            problems.append(Problem(f"spec.filter.attributes[{key}]", "value must be a string"))
+            problems.append(Problem(f"spec.filter.attributes.{key}", "value must be a string"))
     return strings, tuple(raw_filters)
 
 
