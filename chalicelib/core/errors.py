@@ -6,6 +6,7 @@ them to status codes in exactly one place (``chalicelib/http_errors.py``).
     │   └── ImmutableFieldError  422
     ├── UnauthorizedError        401
     ├── NotFoundError            404
+    ├── MethodNotAllowedError    405
     ├── ConflictError            409  (already exists, or a stale generation)
     ├── PayloadTooLargeError     413
     └── UnavailableError         503  (infrastructure failed; the caller may retry)
@@ -57,6 +58,10 @@ class UnauthorizedError(BrokerError):
 
 class NotFoundError(BrokerError):
     title = "Not found"
+
+
+class MethodNotAllowedError(BrokerError):
+    title = "Method not allowed"
 
 
 class ConflictError(BrokerError):

@@ -1,0 +1,139 @@
+"""Wiring only: HTTP routes and Lambda entry points, each translating to one service call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chalice import Chalice, IAMAuthorizer, Response
+
+from chalicelib.config import APP_NAME, Settings
+from chalicelib.container import get_container
+from chalicelib.core.errors import BrokerError
+from chalicelib.http_errors import json_response, problem_from
+
+app = Chalice(app_name=APP_NAME)
+# Every body reaches the ingress as the exact bytes sent (API Gateway base64-encodes them).
+app.api.binary_types = ["*/*"]
+
+_SETTINGS = Settings.from_env()
+# Control plane: IAM (SigV4) when deployed, open on loopback in local mode (DESIGN.md §5).
+_CP_AUTH = None if _SETTINGS.local_mode else IAMAuthorizer()
+
+CP = "/apis/eventing.knative.dev/v1/namespaces/{namespace}"
+ANY = ["*/*"]
+ALL_METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"]
+
+
+def _request() -> tuple[dict[str, str], bytes]:
+    request = app.current_request
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    return headers, request.raw_body or b""
+
+
+def _json_body() -> Any:
+    from chalicelib.services.http_input import parse_json_body
+
+    headers, body = _request()
+    return parse_json_body(body)
+
+
+def _guarded(fn: Any) -> Any:
+    try:
+        return fn()
+    except BrokerError as exc:
+        return problem_from(exc)
+
+
+# ---- data plane -------------------------------------------------------------------------------
+
+
+@app.route("/healthz", methods=["GET"])
+def healthz() -> Response:
+    return json_response({"status": "ok"})
+
+
+@app.route("/metrics", methods=["GET"])
+def metrics() -> Response:
+    text = get_container().metrics.prometheus_text()
+    return Response(body=text, status_code=200, headers={"Content-Type": "text/plain; version=0.0.4"})
+
+
+@app.route("/{namespace}/{broker}", methods=ALL_METHODS, content_types=ANY)
+def ingress(namespace: str, broker: str) -> Response:
+    headers, body = _request()
+    result = get_container().ingress.handle_http(
+        app.current_request.method, namespace, broker, headers, body
+    )
+    return Response(body=result.body, status_code=result.status, headers=result.headers)
+
+
+# ---- control plane: brokers --------------------------------------------------------------------
+
+
+@app.route(f"{CP}/brokers", methods=["GET", "POST"], authorizer=_CP_AUTH, content_types=ANY)
+def brokers(namespace: str) -> Response:
+    cp = get_container().control_plane
+    if app.current_request.method == "GET":
+        return _guarded(lambda: json_response(cp.list_brokers(namespace)))
+    return _guarded(lambda: json_response(cp.create_broker(namespace, _json_body()), 201))
+
+
+@app.route(f"{CP}/brokers/{{name}}", methods=["GET", "PUT", "DELETE"], authorizer=_CP_AUTH, content_types=ANY)
+def broker(namespace: str, name: str) -> Response:
+    cp = get_container().control_plane
+    method = app.current_request.method
+    if method == "GET":
+        return _guarded(lambda: json_response(cp.get_broker(namespace, name)))
+    if method == "DELETE":
+        return _guarded(lambda: json_response(cp.delete_broker(namespace, name)))
+
+    def put() -> Response:
+        doc, created = cp.put_broker(namespace, name, _json_body())
+        return json_response(doc, 201 if created else 200)
+
+    return _guarded(put)
+
+
+# ---- control plane: triggers -------------------------------------------------------------------
+
+
+@app.route(f"{CP}/triggers", methods=["GET", "POST"], authorizer=_CP_AUTH, content_types=ANY)
+def triggers(namespace: str) -> Response:
+    cp = get_container().control_plane
+    if app.current_request.method == "GET":
+        return _guarded(lambda: json_response(cp.list_triggers(namespace)))
+    return _guarded(lambda: json_response(cp.create_trigger(namespace, _json_body()), 201))
+
+
+@app.route(f"{CP}/triggers/{{name}}", methods=["GET", "PUT", "DELETE"], authorizer=_CP_AUTH, content_types=ANY)
+def trigger(namespace: str, name: str) -> Response:
+    cp = get_container().control_plane
+    method = app.current_request.method
+    if method == "GET":
+        return _guarded(lambda: json_response(cp.get_trigger(namespace, name)))
+    if method == "DELETE":
+        return _guarded(lambda: json_response(cp.delete_trigger(namespace, name)))
+
+    def put() -> Response:
+        doc, created = cp.put_trigger(namespace, name, _json_body())
+        return json_response(doc, 201 if created else 200)
+
+    return _guarded(put)
+
+
+# ---- Lambda entry points -----------------------------------------------------------------------
+
+
+@app.lambda_function(name="delivery")
+def delivery(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return get_container().delivery.handle_sqs_event(event, context)
+
+
+@app.lambda_function(name="dead_letter")
+def dead_letter(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return get_container().dead_letter.handle_sqs_event(event, context)
+
+
+@app.schedule("rate(5 minutes)", name="reconciler")
+def reconciler(event: Any) -> None:
+    get_container().control_plane.reconcile_all()

@@ -1,0 +1,161 @@
+"""``brokerctl dev``: local mode in one foreground process (DESIGN.md §6).
+
+An embedded moto server (unless AWS_ENDPOINT_URL points elsewhere), the shared resources created on
+it, the Chalice app served over real HTTP, the SQS event source mappings emulated in-process, and
+the reconciler on a timer. Ctrl-C stops everything.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from brokerctl.embedded_aws import EmbeddedAws, port_is_free
+from brokerctl.http_server import AppServer
+
+
+@dataclass
+class DevOptions:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    aws_port: int = 4566
+    reconcile_interval: float = 30.0
+    cache_ttl: float | None = None
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _configure_environment(opts: DevOptions, endpoint: str) -> None:
+    os.environ["AWS_ENDPOINT_URL"] = endpoint
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    os.environ.setdefault("AWS_REGION", os.environ["AWS_DEFAULT_REGION"])
+    os.environ.setdefault("BROKER_STAGE", "local")
+    os.environ.setdefault("BROKER_LOCAL_MODE", "true")
+    os.environ["BROKER_PUBLIC_URL"] = f"http://{opts.host}:{opts.port}"
+    if opts.cache_ttl is not None:
+        os.environ["BROKER_CACHE_TTL_SECONDS"] = str(opts.cache_ttl)
+    # Local mode aggregates metrics itself and serves them at /metrics; EMF to stdout would flood.
+    os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "ServerlessBroker")
+    os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "serverless-broker")
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+
+
+class _Timer(threading.Thread):
+    def __init__(self, interval: float, fn: Callable[[], None], log: Callable[[str], None]) -> None:
+        super().__init__(name="scheduler", daemon=True)
+        self._interval = interval
+        self._fn = fn
+        self._log = log
+        self._stop = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self._fn()
+            except Exception as exc:
+                self._log(f"reconciler: {type(exc).__name__}: {exc}")
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def _configure_logging() -> None:
+    import logging
+
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    broker = logging.getLogger("broker")
+    broker.addHandler(handler)
+    broker.setLevel(logging.INFO)
+    broker.propagate = False
+
+
+def run_dev(opts: DevOptions) -> int:
+    _configure_logging()
+    if not port_is_free(opts.host, opts.port):
+        print(f"error: port {opts.port} is in use (use --port or BROKER_PORT)", file=sys.stderr)
+        return 2
+    embedded: EmbeddedAws | None = None
+    endpoint = os.environ.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        _say(f"using the AWS endpoint at {endpoint}")
+    else:
+        embedded = EmbeddedAws(opts.host, opts.aws_port)
+        try:
+            endpoint = embedded.start()
+        except OSError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        _say(f"embedded AWS endpoint (moto) on {endpoint}")
+    _configure_environment(opts, endpoint)
+
+    # Imported only now: the app reads its settings from the environment configured above.
+    import app as chalice_app
+    from brokerctl.bootstrap import bootstrap
+    from brokerctl.event_sources import SqsEventSources
+    from chalicelib.container import get_container
+
+    container = get_container()
+    settings = container.settings
+    bootstrap(settings, container.clients, say=_say)
+
+    sources = SqsEventSources(
+        container.clients,
+        {
+            settings.delivery_function: chalice_app.delivery,
+            settings.dead_letter_function: chalice_app.dead_letter,
+        },
+        settings.region,
+        _say,
+    )
+    sources.start()
+    timer = _Timer(opts.reconcile_interval, lambda: chalice_app.reconciler({}, None), _say)
+    timer.start()
+    server = AppServer(chalice_app.app, opts.host, opts.port, _say)
+    server.start()
+
+    stop = threading.Event()
+
+    def _on_signal(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGTERM, _on_signal)
+    _wait_healthy(server.url)
+    _say(f"ready: {server.url}")
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        _say("stopping...")
+        server.stop()
+        timer.stop()
+        sources.stop()
+        if embedded is not None:
+            embedded.stop()
+        _say("stopped")
+    return 0
+
+
+def _wait_healthy(url: str, timeout: float = 30.0) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{url}/healthz did not answer 200 within {timeout:.0f} s")
+        time.sleep(0.05)

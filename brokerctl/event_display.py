@@ -1,0 +1,146 @@
+"""``brokerctl event-display``: a small subscriber that prints every CloudEvent it receives
+(like Knative's event_display), answering 202. Also used by the tests as a real HTTP subscriber."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Received:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass
+class Reply:
+    status: int = 202
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+
+
+Responder = Callable[[Received, int], Reply]
+
+
+def _accept(received: Received, n: int) -> Reply:
+    return Reply()
+
+
+class EventDisplay:
+    """A threaded HTTP server recording every request; ``responder(request, n)`` chooses the
+    answer for the n-th request (1-based), so tests can fail the first n, reply with events, ..."""
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        responder: Responder = _accept,
+        echo: Callable[[str], None] | None = None,
+    ) -> None:
+        self.received: list[Received] = []
+        self._responder = responder
+        self._echo = echo
+        self._cond = threading.Condition()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(length) if length else b""
+                got = Received(
+                    "POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body
+                )
+                with outer._cond:
+                    outer.received.append(got)
+                    n = len(outer.received)
+                    outer._cond.notify_all()
+                reply = outer._responder(got, n)
+                if outer._echo:
+                    outer._echo(render(got))
+                self.send_response(reply.status)
+                for k, v in reply.headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(reply.body)))
+                self.end_headers()
+                self.wfile.write(reply.body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return None
+
+        self._server = ThreadingHTTPServer((host, port), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def start(self) -> EventDisplay:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def wait_for(self, predicate: Callable[[list[Received]], bool], timeout: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: predicate(self.received), timeout=timeout)
+
+    def __enter__(self) -> EventDisplay:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def render(got: Received) -> str:
+    lines = ["☁️  cloudevents.Event", "Context Attributes,"]
+    ce = {k[3:]: v for k, v in got.headers.items() if k.startswith("ce-")}
+    body = got.body
+    if got.headers.get("content-type", "").startswith("application/cloudevents+json"):
+        try:
+            doc = json.loads(body)
+            ce = {k: v for k, v in doc.items() if k not in {"data", "data_base64"}}
+            body = json.dumps(doc.get("data", doc.get("data_base64")), indent=2).encode()
+        except ValueError:
+            pass
+    else:
+        if "content-type" in got.headers:
+            ce["datacontenttype"] = got.headers["content-type"]
+    for key in sorted(ce):
+        lines.append(f"  {key}: {ce[key]}")
+    lines.append("Data,")
+    try:
+        lines.append("  " + body.decode("utf-8"))
+    except UnicodeDecodeError:
+        lines.append(f"  <{len(body)} bytes of binary data>")
+    return "\n".join(lines)
+
+
+def run_event_display(host: str, port: int) -> int:
+    display = EventDisplay(host, port, echo=lambda text: print(text, flush=True))
+    display.start()
+    print(f"event-display listening on {display.url}", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        display.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_event_display("127.0.0.1", 8081))

@@ -1,0 +1,194 @@
+"""Emulates Lambda's SQS event source mappings in-process, as Lambda's poller does on AWS:
+long-poll each enabled mapping's queue, invoke the registered handler with real SQS event
+records, delete what succeeded and leave the ``batchItemFailures`` (and everything, if the
+handler raised) for SQS to redeliver after their visibility timeout, so receive counts,
+visibility and redrive behave as on AWS. Mappings are re-read from the Lambda API every second,
+so mappings the control plane creates or deletes are picked up without a restart."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from brokerctl.lambda_context import LocalLambdaContext
+from chalicelib.adapters.aws_clients import AwsClients
+
+Handler = Callable[[dict[str, Any], Any], Any]
+
+
+@dataclass(frozen=True)
+class _Mapping:
+    uuid: str
+    queue_arn: str
+    function_name: str
+    batch_size: int
+    report_failures: bool
+
+
+def sqs_record(message: Mapping[str, Any], queue_arn: str, region: str) -> dict[str, Any]:
+    body = message["Body"]
+    return {
+        "messageId": message["MessageId"],
+        "receiptHandle": message["ReceiptHandle"],
+        "body": body,
+        "attributes": dict(message.get("Attributes", {})),
+        "messageAttributes": dict(message.get("MessageAttributes", {})),
+        "md5OfBody": message.get("MD5OfBody") or hashlib.md5(body.encode()).hexdigest(),
+        "eventSource": "aws:sqs",
+        "eventSourceARN": queue_arn,
+        "awsRegion": region,
+    }
+
+
+class _Poller(threading.Thread):
+    def __init__(
+        self,
+        mapping: _Mapping,
+        clients: AwsClients,
+        handler: Handler,
+        region: str,
+        log: Callable[[str], None],
+    ) -> None:
+        super().__init__(name=f"esm-{mapping.uuid[:8]}", daemon=True)
+        self.mapping = mapping
+        self._clients = clients
+        self._handler = handler
+        self._region = region
+        self._log = log
+        self._stop = threading.Event()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def run(self) -> None:
+        sqs = self._clients.client("sqs")
+        queue_name = self.mapping.queue_arn.rsplit(":", 1)[-1]
+        url: str | None = None
+        while not self._stop.is_set():
+            try:
+                if url is None:
+                    url = sqs.get_queue_url(QueueName=queue_name)["QueueUrl"]
+                out = sqs.receive_message(
+                    QueueUrl=url,
+                    MaxNumberOfMessages=min(10, self.mapping.batch_size),
+                    WaitTimeSeconds=1,
+                    MessageSystemAttributeNames=["All"],
+                    MessageAttributeNames=["All"],
+                )
+            except Exception as exc:  # the queue may be going away with its mapping
+                self._log(f"poller {queue_name}: {type(exc).__name__}: {exc}")
+                url = None
+                self._stop.wait(1.0)
+                continue
+            messages = out.get("Messages", [])
+            if messages:
+                self._invoke(sqs, url, messages)
+
+    def _invoke(self, sqs: Any, url: str, messages: list[dict[str, Any]]) -> None:
+        event = {"Records": [sqs_record(m, self.mapping.queue_arn, self._region) for m in messages]}
+        failed: set[str]
+        try:
+            result = self._handler(event, LocalLambdaContext(self.mapping.function_name))
+            if self.mapping.report_failures and isinstance(result, dict):
+                failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
+            else:
+                failed = set()
+        except Exception:
+            self._log(f"{self.mapping.function_name} raised:\n{traceback.format_exc()}")
+            failed = {m["MessageId"] for m in messages}
+        done = [m for m in messages if m["MessageId"] not in failed]
+        if done:
+            try:
+                sqs.delete_message_batch(
+                    QueueUrl=url,
+                    Entries=[
+                        {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                        for i, m in enumerate(done)
+                    ],
+                )
+            except Exception as exc:
+                self._log(f"delete after {self.mapping.function_name}: {exc}")
+
+
+class SqsEventSources:
+    """Keeps one poller per enabled SQS mapping of the registered functions."""
+
+    def __init__(
+        self,
+        clients: AwsClients,
+        handlers: Mapping[str, Handler],
+        region: str,
+        log: Callable[[str], None],
+        refresh_seconds: float = 1.0,
+    ) -> None:
+        self._clients = clients
+        self._handlers = dict(handlers)
+        self._region = region
+        self._log = log
+        self._refresh = refresh_seconds
+        self._pollers: dict[str, _Poller] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="esm-refresh", daemon=True)
+
+    def start(self) -> None:
+        self.refresh()
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for poller in self._pollers.values():
+            poller.stop()
+        for poller in self._pollers.values():
+            poller.join(timeout=5)
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._refresh):
+            try:
+                self.refresh()
+            except Exception as exc:
+                self._log(f"event sources: {type(exc).__name__}: {exc}")
+
+    def refresh(self) -> None:
+        wanted: dict[str, _Mapping] = {}
+        lam = self._clients.client("lambda")
+        for function_name in self._handlers:
+            marker: str | None = None
+            while True:
+                kwargs: dict[str, Any] = {"FunctionName": function_name}
+                if marker:
+                    kwargs["Marker"] = marker
+                out = lam.list_event_source_mappings(**kwargs)
+                for m in out.get("EventSourceMappings", []):
+                    arn = m.get("EventSourceArn", "")
+                    if not arn.startswith("arn:aws:sqs:"):
+                        continue
+                    if m.get("State", "Enabled") not in {"Enabled", "Enabling", "Creating"}:
+                        continue
+                    wanted[m["UUID"]] = _Mapping(
+                        uuid=m["UUID"],
+                        queue_arn=arn,
+                        function_name=function_name,
+                        batch_size=int(m.get("BatchSize", 10)),
+                        report_failures="ReportBatchItemFailures"
+                        in m.get("FunctionResponseTypes", []),
+                    )
+                marker = out.get("NextMarker")
+                if not marker:
+                    break
+        for uuid in list(self._pollers):
+            if uuid not in wanted or self._pollers[uuid].mapping != wanted[uuid]:
+                self._pollers.pop(uuid).stop()
+        for uuid, mapping in wanted.items():
+            if uuid not in self._pollers and not self._stop.is_set():
+                poller = _Poller(
+                    mapping, self._clients, self._handlers[mapping.function_name], self._region,
+                    self._log,
+                )
+                self._pollers[uuid] = poller
+                poller.start()

@@ -1,0 +1,105 @@
+"""Serves the Chalice app over real HTTP, one thread per connection, through Chalice's own
+API Gateway emulation (LocalGateway), so handlers see real API Gateway proxy events."""
+
+from __future__ import annotations
+
+import base64
+import sys
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def _handle(self) -> None:
+        started = time.perf_counter()
+        length = int(self.headers.get("content-length") or 0)
+        body = self.rfile.read(length) if length else b""
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        status, out_headers, out_body = self.server.dispatch(self.command, self.path, headers, body)
+        self.send_response(status)
+        for name, value in out_headers.items():
+            if name.lower() in {"content-length", "connection", "transfer-encoding"}:
+                continue
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(out_body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(out_body)
+        elapsed = (time.perf_counter() - started) * 1000
+        self.server.log_line(f"{self.command} {self.path} -> {status} ({elapsed:.1f} ms)")
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_HEAD = _handle
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return None
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        dispatch: Callable[[str, str, dict[str, str], bytes], tuple[int, dict[str, str], bytes]],
+        log_line: Callable[[str], None],
+    ) -> None:
+        super().__init__(address, _Handler)
+        self.dispatch = dispatch
+        self.log_line = log_line
+
+
+def chalice_dispatcher(
+    app: Any, stage: str = "local"
+) -> Callable[[str, str, dict[str, str], bytes], tuple[int, dict[str, str], bytes]]:
+    from chalice.config import Config
+    from chalice.local import LocalGateway, LocalGatewayException
+
+    gateway = LocalGateway(app, Config(chalice_stage=stage, config_from_disk={}))
+
+    def dispatch(
+        method: str, path: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, dict[str, str], bytes]:
+        try:
+            response = gateway.handle_request(method, path, headers, body or None)
+        except LocalGatewayException as exc:
+            return exc.CODE, dict(exc.headers), exc.body or b""
+        out_headers = {k: str(v) for k, v in response.get("headers", {}).items()}
+        for name, values in (response.get("multiValueHeaders") or {}).items():
+            out_headers[name] = ",".join(str(v) for v in values)
+        raw = response.get("body") or b""
+        if response.get("isBase64Encoded"):
+            raw = base64.b64decode(raw)
+        elif isinstance(raw, str):
+            raw = raw.encode("utf-8")
+        return int(response["statusCode"]), out_headers, raw
+
+    return dispatch
+
+
+class AppServer:
+    def __init__(self, app: Any, host: str, port: int, log_line: Callable[[str], None]) -> None:
+        self._server = _Server((host, port), chalice_dispatcher(app), log_line)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def stderr_line(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)

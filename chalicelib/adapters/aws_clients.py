@@ -1,0 +1,46 @@
+"""boto3 clients, built lazily in one place and shared across warm invocations.
+
+Plain clients that honour ``AWS_ENDPOINT_URL`` (moto, LocalStack) through Settings.endpoint_url.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from chalicelib.config import Settings
+
+
+class AwsClients:
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._clients: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def client(self, service: str) -> Any:
+        client = self._clients.get(service)
+        if client is None:
+            with self._lock:
+                client = self._clients.get(service)
+                if client is None:
+                    client = self._build(service)
+                    self._clients[service] = client
+        return client
+
+    def _build(self, service: str) -> Any:
+        import boto3
+        from botocore.config import Config
+
+        config = Config(
+            retries={"max_attempts": 3, "mode": "standard"},
+            max_pool_connections=50,
+            connect_timeout=5,
+            read_timeout=30,
+        )
+        session = boto3.session.Session()
+        return session.client(
+            service,
+            region_name=self._settings.region,
+            endpoint_url=self._settings.endpoint_url,
+            config=config,
+        )

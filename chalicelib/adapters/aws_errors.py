@@ -1,0 +1,40 @@
+"""Translate botocore errors into the domain error tree (STYLE.md habit 5)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from chalicelib.core.errors import ConflictError, NotFoundError, UnavailableError
+
+_NOT_FOUND = {
+    "ResourceNotFoundException",
+    "AWS.SimpleQueueService.NonExistentQueue",
+    "QueueDoesNotExist",
+    "NoSuchKey",
+    "NoSuchBucket",
+    "404",
+}
+_CONFLICT = {"ConditionalCheckFailedException", "ResourceConflictException", "QueueAlreadyExists"}
+
+
+def error_code(exc: Exception) -> str:
+    response = getattr(exc, "response", None) or {}
+    return str(response.get("Error", {}).get("Code", ""))
+
+
+@contextmanager
+def translated(what: str) -> Iterator[None]:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        yield
+    except ClientError as exc:
+        code = error_code(exc)
+        if code in _NOT_FOUND:
+            raise NotFoundError(f"{what}: not found") from exc
+        if code in _CONFLICT:
+            raise ConflictError(f"{what}: conflict ({code})") from exc
+        raise UnavailableError(f"{what}: {code or 'AWS error'}") from exc
+    except BotoCoreError as exc:
+        raise UnavailableError(f"{what}: {exc}") from exc

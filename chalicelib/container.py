@@ -1,0 +1,125 @@
+"""Builds the services from Settings, once per warm container (no client at import time)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+
+from chalicelib.adapters.aws_clients import AwsClients
+from chalicelib.config import Settings
+from chalicelib.ports import Archive, Blobs, HttpSender, Mappings, Queues, ResourceStore
+from chalicelib.services.claims import Claims
+from chalicelib.services.control_plane import ControlPlane
+from chalicelib.services.delivery import Delivery
+from chalicelib.services.ingress import Ingress
+from chalicelib.services.metrics import Metrics
+from chalicelib.services.provisioner import Provisioner
+from chalicelib.services.routing import ConfigCache, load_broker_config
+
+log = logging.getLogger("broker")
+
+
+@dataclass
+class Container:
+    settings: Settings
+
+    @cached_property
+    def clients(self) -> AwsClients:
+        return AwsClients(self.settings)
+
+    @cached_property
+    def store(self) -> ResourceStore:
+        from chalicelib.adapters.dynamodb_store import DynamoResourceStore
+
+        return DynamoResourceStore(self.clients, self.settings.table_name)
+
+    @cached_property
+    def queues(self) -> Queues:
+        from chalicelib.adapters.sqs_queues import SqsQueues
+
+        return SqsQueues(self.clients)
+
+    @cached_property
+    def mappings(self) -> Mappings:
+        from chalicelib.adapters.lambda_mappings import LambdaMappings
+
+        return LambdaMappings(self.clients)
+
+    @cached_property
+    def blobs(self) -> Blobs:
+        from chalicelib.adapters.s3_blobs import S3Blobs
+
+        return S3Blobs(self.clients)
+
+    @cached_property
+    def archive(self) -> Archive:
+        from chalicelib.adapters.firehose_archive import FirehoseArchive
+
+        return FirehoseArchive(self.clients, self.settings.archive_stream)
+
+    @cached_property
+    def sender(self) -> HttpSender:
+        from chalicelib.adapters.http_sender import HttpxSender
+
+        return HttpxSender(
+            guard=not self.settings.local_mode, allowlist=self.settings.subscriber_allowlist
+        )
+
+    @cached_property
+    def metrics(self) -> Metrics:
+        # Local mode serves the aggregate at /metrics instead of flooding the console with EMF.
+        sink = (lambda line: None) if self.settings.local_mode else None
+        return Metrics(self.settings.metrics_enabled, sink=sink)
+
+    @cached_property
+    def cache(self) -> ConfigCache:
+        prefix = self.settings.queue_prefix
+        return ConfigCache(
+            lambda ns, name: load_broker_config(self.store, prefix, ns, name),
+            self.settings.cache_ttl_seconds,
+        )
+
+    @cached_property
+    def claims(self) -> Claims:
+        return Claims(self.blobs, self.settings.claim_bucket, self.settings.claim_prefix)
+
+    @cached_property
+    def ingress(self) -> Ingress:
+        return Ingress(
+            self.cache, self.queues, self.claims, self.archive, self.metrics, log=log.warning
+        )
+
+    def _delivery(self, dead_letter_mode: bool) -> Delivery:
+        return Delivery(
+            self.cache,
+            self.queues,
+            self.archive,
+            self.metrics,
+            self.sender,
+            self.ingress,
+            self.claims,
+            dead_letter_mode=dead_letter_mode,
+            max_attempt_timeout=max(1.0, self.settings.delivery_function_timeout_seconds - 10),
+        )
+
+    @cached_property
+    def delivery(self) -> Delivery:
+        return self._delivery(False)
+
+    @cached_property
+    def dead_letter(self) -> Delivery:
+        return self._delivery(True)
+
+    @cached_property
+    def provisioner(self) -> Provisioner:
+        return Provisioner(self.queues, self.mappings, self.settings)
+
+    @cached_property
+    def control_plane(self) -> ControlPlane:
+        return ControlPlane(self.store, self.provisioner, self.settings, self.cache, self.queues)
+
+
+@lru_cache(maxsize=1)
+def get_container() -> Container:
+    return Container(Settings.from_env())

@@ -1,0 +1,39 @@
+"""Ingress bearer tokens: shown once, stored only as salted hashes, checked in constant time."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+
+
+def new_token() -> str:
+    return "sbt_" + secrets.token_urlsafe(32)
+
+
+def hash_token(token: str, salt: str | None = None) -> str:
+    salt = salt if salt is not None else secrets.token_hex(16)
+    digest = hashlib.sha256((salt + token).encode()).hexdigest()
+    return f"sha256${salt}${digest}"
+
+
+def verify(token: str, hashes: tuple[str, ...]) -> bool:
+    """True if ``token`` matches any stored hash; every hash is compared (no early exit)."""
+    found = False
+    for stored in hashes:
+        try:
+            _, salt, digest = stored.split("$", 2)
+        except ValueError:
+            continue
+        candidate = hashlib.sha256((salt + token).encode()).hexdigest()
+        found |= hmac.compare_digest(candidate, digest)
+    return found
+
+
+def bearer(authorization: str | None) -> str | None:
+    if not authorization:
+        return None
+    scheme, _, value = authorization.strip().partition(" ")
+    if scheme.lower() != "bearer" or not value.strip():
+        return None
+    return value.strip()

@@ -1,0 +1,155 @@
+"""What the services need from the outside world. Each port has an in-memory fake (tests/fakes)
+and an AWS adapter (chalicelib/adapters), and one contract suite runs on both (tests/contract)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class StoredItem:
+    """A stored resource document with its concurrency token."""
+
+    kind: str
+    namespace: str
+    name: str
+    doc: Mapping[str, Any]
+    version: int
+
+
+class ResourceStore(Protocol):
+    """Brokers, triggers, tokens and registry entries. ``version`` is the optimistic-concurrency
+    token: ``put`` with ``expected_version=None`` creates (ConflictError if it exists), otherwise it
+    replaces only if the stored version matches (ConflictError if not)."""
+
+    def get(self, kind: str, namespace: str, name: str) -> StoredItem | None: ...
+
+    def list(self, kind: str, namespace: str | None = None) -> list[StoredItem]: ...
+
+    def put(
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        doc: Mapping[str, Any],
+        expected_version: int | None,
+    ) -> StoredItem: ...
+
+    def delete(self, kind: str, namespace: str, name: str) -> bool: ...
+
+
+@dataclass(frozen=True)
+class QueueInfo:
+    name: str
+    url: str
+    arn: str
+    attributes: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class OutgoingMessage:
+    id: str  # unique within one batch
+    body: str
+    delay_seconds: int = 0
+
+
+@dataclass(frozen=True)
+class ReceivedMessage:
+    message_id: str
+    receipt_handle: str
+    body: str
+    attributes: Mapping[str, str]
+
+
+class Queues(Protocol):
+    """SQS as the services use it. Queue *names* are the identifiers; adapters cache URLs."""
+
+    def create(self, name: str, attributes: Mapping[str, str]) -> QueueInfo: ...
+
+    def get(self, name: str) -> QueueInfo | None: ...
+
+    def list(self, prefix: str) -> list[QueueInfo]: ...
+
+    def set_attributes(self, name: str, attributes: Mapping[str, str]) -> None: ...
+
+    def delete(self, name: str) -> None: ...
+
+    def send_batch(self, name: str, messages: Sequence[OutgoingMessage]) -> list[str]:
+        """Send up to 10 messages; return the ids of the entries that failed."""
+        ...
+
+    def receive(
+        self, name: str, max_messages: int, wait_seconds: int, visibility_timeout: int | None
+    ) -> list[ReceivedMessage]: ...
+
+    def delete_message(self, name: str, receipt_handle: str) -> None: ...
+
+    def change_visibility(self, name: str, receipt_handle: str, timeout: int) -> None: ...
+
+    def purge(self, name: str) -> None: ...
+
+    def depth(self, name: str) -> int: ...
+
+
+@dataclass(frozen=True)
+class MappingInfo:
+    uuid: str
+    source_arn: str
+    function_name: str
+    enabled: bool
+    batch_size: int
+    function_response_types: tuple[str, ...] = ()
+
+
+class Mappings(Protocol):
+    """Lambda event source mappings (SQS → function)."""
+
+    def list(self, function_name: str) -> list[MappingInfo]: ...
+
+    def create(
+        self,
+        source_arn: str,
+        function_name: str,
+        batch_size: int,
+        enabled: bool,
+        function_response_types: Sequence[str],
+    ) -> MappingInfo: ...
+
+    def set_enabled(self, uuid: str, enabled: bool) -> None: ...
+
+    def delete(self, uuid: str) -> None: ...
+
+
+class Blobs(Protocol):
+    """Object storage for claim-checked events."""
+
+    def put(self, bucket: str, key: str, data: bytes) -> None: ...
+
+    def get(self, bucket: str, key: str) -> bytes: ...
+
+    def delete(self, bucket: str, key: str) -> None: ...
+
+
+class Archive(Protocol):
+    """The event archive (Firehose → S3). ``put`` takes already-encoded JSON-lines records."""
+
+    def put(self, records: Sequence[bytes]) -> None: ...
+
+
+@dataclass(frozen=True)
+class HttpResponse:
+    status: int | None  # None: transport error or timeout
+    headers: Mapping[str, str]
+    body: bytes
+    error: str | None = None
+    elapsed_ms: float = 0.0
+
+
+class HttpSender(Protocol):
+    """POSTs to subscribers; never follows redirects; never raises for transport errors."""
+
+    def post(
+        self, url: str, headers: Mapping[str, str], body: bytes, timeout: float
+    ) -> HttpResponse: ...

@@ -1,0 +1,61 @@
+"""The one place where domain errors become HTTP statuses and RFC 9457 problem documents."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chalicelib.core.errors import (
+    BrokerError,
+    ConflictError,
+    ImmutableFieldError,
+    MethodNotAllowedError,
+    NotFoundError,
+    PayloadTooLargeError,
+    UnauthorizedError,
+    UnavailableError,
+    ValidationError,
+)
+
+PROBLEM_TYPE = "application/problem+json"
+
+_STATUS: list[tuple[type[BrokerError], int, str]] = [
+    (ImmutableFieldError, 422, "immutable-field"),
+    (ValidationError, 400, "validation"),
+    (UnauthorizedError, 401, "unauthorized"),
+    (NotFoundError, 404, "not-found"),
+    (MethodNotAllowedError, 405, "method-not-allowed"),
+    (ConflictError, 409, "conflict"),
+    (PayloadTooLargeError, 413, "payload-too-large"),
+    (UnavailableError, 503, "unavailable"),
+]
+
+
+def _lookup(exc: BrokerError) -> tuple[int, str]:
+    for cls, status, slug in _STATUS:
+        if isinstance(exc, cls):
+            return status, slug
+    return 500, "internal"
+
+
+def status_of(exc: BrokerError) -> int:
+    return _lookup(exc)[0]
+
+
+def problem_document(
+    status: int, title: str, detail: str, slug: str, errors: list[dict[str, str]] | None = None
+) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "type": f"https://serverless-broker.dev/problems/{slug}",
+        "title": title,
+        "status": status,
+        "detail": detail,
+    }
+    if errors:
+        doc["errors"] = errors
+    return doc
+
+
+def problem_of(exc: BrokerError) -> dict[str, Any]:
+    status, slug = _lookup(exc)
+    errors = [p.to_json() for p in exc.problems] if isinstance(exc, ValidationError) else None
+    return problem_document(status, exc.title, exc.detail, slug, errors)

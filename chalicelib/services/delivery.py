@@ -1,0 +1,280 @@
+"""Delivery: drain a trigger queue, POST each event to the subscriber, and act on the answer
+(DESIGN.md §2.3). Retries use the queue itself: a retryable failure sets the message's visibility
+to the backoff delay and reports the message as a batch item failure; ``ApproximateReceiveCount``
+counts attempts. After ``retry + 1`` attempts, or at once for a non-retryable answer, the event
+goes to the trigger's DLQ with the ``knativeerror*`` extensions."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from chalicelib.core import archive, codec, delivery_policy
+from chalicelib.core.errors import BrokerError, UnavailableError, ValidationError
+from chalicelib.core.event import CloudEvent
+from chalicelib.core.message import QueuedEvent, decode_message
+from chalicelib.ports import Archive, HttpResponse, HttpSender, OutgoingMessage, Queues
+from chalicelib.services import tracing
+from chalicelib.services.claims import Claims
+from chalicelib.services.ingress import TTL_ATTRIBUTE, Ingress, TtlExceededError
+from chalicelib.services.metrics import Metrics, status_class
+from chalicelib.services.routing import ConfigCache, Route
+
+log = logging.getLogger("broker.delivery")
+
+DEFAULT_ATTEMPT_TIMEOUT = 30.0
+
+
+class RetryLaterError(Exception):
+    """Marks a record as a batch item failure (its visibility was already set)."""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    status: int | None
+    outcome: str  # delivered | reply | retry | dead_lettered
+    latency_ms: float
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Delivery:
+    def __init__(
+        self,
+        cache: ConfigCache,
+        queues: Queues,
+        archive_sink: Archive,
+        metrics: Metrics,
+        sender: HttpSender,
+        ingress: Ingress,
+        claims: Claims,
+        *,
+        dead_letter_mode: bool = False,
+        max_attempt_timeout: float = 50.0,
+        pool_size: int = 10,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self._cache = cache
+        self._queues = queues
+        self._archive = archive_sink
+        self._metrics = metrics
+        self._sender = sender
+        self._ingress = ingress
+        self._claims = claims
+        self._dead_letter_mode = dead_letter_mode
+        self._max_timeout = max_attempt_timeout
+        self._pool = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="deliver")
+        self._clock = clock
+
+    # ---- the Lambda entry ---------------------------------------------------------------------
+
+    def handle_sqs_event(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
+        """Deliver a batch concurrently (bounded pool); powertools shapes the partial-failure
+        answer from the records whose handler raised."""
+        from aws_lambda_powertools.utilities.batch import (
+            BatchProcessor,
+            EventType,
+            process_partial_response,
+        )
+
+        records = list(event.get("Records", []))
+        results = dict(
+            zip(
+                (r["messageId"] for r in records),
+                self._pool.map(self._safe_handle, records),
+                strict=True,
+            )
+        )
+
+        def record_handler(record: Any) -> None:
+            error = results[record.message_id]
+            if error is not None:
+                raise error
+
+        processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+        response: dict[str, Any] = process_partial_response(
+            event=dict(event), record_handler=record_handler, processor=processor, context=context
+        )
+        return response
+
+    def _safe_handle(self, record: Mapping[str, Any]) -> Exception | None:
+        try:
+            self.handle_record(record)
+            return None
+        except RetryLaterError as exc:
+            return exc
+        except Exception as exc:  # a bug or an outage: let SQS redeliver after the visibility
+            log.exception("delivery of %s failed unexpectedly", record.get("messageId"))
+            return exc
+
+    # ---- one record ----------------------------------------------------------------------------
+
+    def handle_record(self, record: Mapping[str, Any]) -> None:
+        queue = str(record.get("eventSourceARN", "")).rsplit(":", 1)[-1]
+        attempt = int(record.get("attributes", {}).get("ApproximateReceiveCount", "1"))
+        try:
+            queued = decode_message(record["body"])
+        except ValidationError as exc:
+            self._poison(queue, record, str(exc))
+            return
+        config = self._cache.get(queued.namespace, queued.broker)
+        route = config.route(queued.trigger) if config else None
+        if route is None:
+            # Deleted broker or trigger: Knative lets a few events still arrive after a delete;
+            # here they are dropped on purpose, and said so.
+            log.warning(
+                "dropping event for missing trigger %s/%s/%s",
+                queued.namespace, queued.broker, queued.trigger,
+            )
+            return
+        event = self._claims.load(queued)
+        target = self._target(route)
+        if not target:
+            return  # dead-letter mode without a sink: nothing to do (the mapping should not exist)
+        response = self._post(route, queued, event, target)
+        reply_event, reply_invalid = self._reply_of(response)
+        outcome = delivery_policy.classify(
+            response.status, has_reply_event=reply_event is not None, reply_invalid=reply_invalid
+        )
+        if outcome.name == "REPLY" and reply_event is not None and not self._dead_letter_mode:
+            try:
+                self._ingest_reply(queued, event, reply_event)
+            except UnavailableError:
+                outcome = delivery_policy.Outcome.RETRY
+        elif outcome.name == "REPLY":
+            outcome = delivery_policy.Outcome.SUCCESS
+        self._finish(route, queued, event, record, queue, attempt, response, target, outcome)
+
+    def _finish(
+        self,
+        route: Route,
+        queued: QueuedEvent,
+        event: CloudEvent,
+        record: Mapping[str, Any],
+        queue: str,
+        attempt: int,
+        response: HttpResponse,
+        target: str,
+        outcome: Any,
+    ) -> None:
+        name = outcome.name
+        if name in {"SUCCESS", "REPLY"}:
+            self._record(route, event, attempt, response, "reply" if name == "REPLY" else "delivered")
+            return
+        spec = route.delivery
+        if name == "RETRY" and not delivery_policy.should_dead_letter(attempt, spec):
+            delay = delivery_policy.retry_delay(
+                spec, attempt, response.status, response.headers.get("retry-after"), self._clock()
+            )
+            self._queues.change_visibility(
+                queue, record["receiptHandle"], delivery_policy.visibility_timeout_for(delay)
+            )
+            self._record(route, event, attempt, response, "retry")
+            raise RetryLaterError(f"attempt {attempt} answered {response.status}; retry in {delay}s")
+        if self._dead_letter_mode:
+            # The dead-letter sink itself failed for good: keep the event in the DLQ, out of sight
+            # for the longest visibility SQS allows, for inspection and redrive.
+            self._queues.change_visibility(queue, record["receiptHandle"], 43200)
+            self._record(route, event, attempt, response, "dead_lettered")
+            raise RetryLaterError("dead-letter sink failed; event kept in the DLQ")
+        extensions = delivery_policy.dead_letter_extensions(target, response.status, response.body)
+        body = self._claims.message_body(
+            queued.namespace, queued.broker, queued.trigger,
+            event.replace_attributes(extensions), queued.headers,
+        )
+        failed = self._queues.send_batch(route.dlq, [OutgoingMessage("0", body)])
+        if failed:
+            raise UnavailableError(f"could not move the event to {route.dlq}")
+        self._record(route, event, attempt, response, "dead_lettered")
+
+    # ---- pieces --------------------------------------------------------------------------------
+
+    def _target(self, route: Route) -> str | None:
+        if self._dead_letter_mode:
+            return route.delivery.dead_letter_sink_uri
+        return route.subscriber_uri
+
+    def _post(
+        self, route: Route, queued: QueuedEvent, event: CloudEvent, target: str
+    ) -> HttpResponse:
+        outgoing = event.replace_attributes(remove=(TTL_ATTRIBUTE,))
+        if route.delivery.format == "json":
+            headers, body = codec.encode_structured(outgoing)
+        else:
+            headers, body = codec.encode_binary(outgoing)
+        headers.update(
+            {k: v for k, v in queued.headers.items() if k not in {"traceparent", "tracestate"}}
+        )
+        headers.update(tracing.next_hop(queued.headers))
+        headers["Kn-Namespace"] = queued.namespace
+        if not self._dead_letter_mode:
+            headers["Prefer"] = "reply"
+        timeout = route.delivery.timeout.seconds if route.delivery.timeout else None
+        timeout = min(timeout or DEFAULT_ATTEMPT_TIMEOUT, self._max_timeout)
+        return self._sender.post(target, headers, body, timeout)
+
+    def _reply_of(self, response: HttpResponse) -> tuple[CloudEvent | None, bool]:
+        # 202 is never a reply (data-plane contract); only a 200 can carry one.
+        if response.status != 200 or self._dead_letter_mode:
+            return None, False
+        try:
+            return codec.decode_response(response.headers, response.body), False
+        except ValidationError:
+            return None, True
+
+    def _ingest_reply(self, queued: QueuedEvent, original: CloudEvent, reply: CloudEvent) -> None:
+        config = self._cache.get(queued.namespace, queued.broker)
+        if config is None:
+            return
+        ttl = original.get(TTL_ATTRIBUTE)
+        if ttl is not None:
+            reply = reply.replace_attributes({TTL_ATTRIBUTE: ttl})
+        try:
+            self._ingress.ingest(config, [reply], queued.headers)
+        except TtlExceededError:
+            log.warning("reply %s dropped: knativebrokerttl exhausted (reply loop)", reply.id)
+        except ValidationError as exc:
+            log.warning("reply %s dropped: %s", reply.id, exc)
+        self._metrics.count(
+            "reply_count",
+            {"namespace": queued.namespace, "broker": queued.broker, "trigger": queued.trigger},
+        )
+
+    def _poison(self, queue: str, record: Mapping[str, Any], why: str) -> None:
+        log.error("unreadable message %s in %s: %s", record.get("messageId"), queue, why)
+        dlq = queue if queue.endswith("-dlq") else queue + "-dlq"
+        if dlq != queue:
+            self._queues.send_batch(dlq, [OutgoingMessage("0", record["body"])])
+
+    def _record(
+        self, route: Route, event: CloudEvent, attempt: int, response: HttpResponse, outcome: str
+    ) -> None:
+        dims = {
+            "namespace": route.namespace,
+            "broker": route.broker,
+            "trigger": route.name,
+            "response_code_class": status_class(response.status) if response.status else "5xx",
+        }
+        metric = "dead_letter_count" if outcome == "dead_lettered" else "delivery_count"
+        self._metrics.count(metric, dims)
+        log.info(
+            "deliver %s/%s/%s id=%s attempt=%d -> %s %s (%.1f ms)",
+            route.namespace, route.broker, route.name, event.id, attempt,
+            response.status if response.status is not None else "error", outcome,
+            response.elapsed_ms,
+        )
+        record = archive.delivery_record(
+            route.namespace, route.broker, route.name, event.id, event.type, event.source,
+            str(event.get("knativearrivaltime") or archive.rfc3339(self._clock())),
+            attempt, response.status, outcome, response.elapsed_ms, self._clock(),
+        )
+        try:
+            self._archive.put([archive.encode_line(record)])
+        except BrokerError as exc:
+            log.warning("archive unavailable: %s", exc)

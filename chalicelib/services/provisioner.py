@@ -1,0 +1,129 @@
+"""Observes the queues and mappings that exist, and executes reconcile plans through the ports
+(STYLE.md habit 8: the plan is pure, this is the executor)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from chalicelib.config import Settings
+from chalicelib.core import names
+from chalicelib.core.errors import NotFoundError, UnavailableError
+from chalicelib.core.reconcile import (
+    Action,
+    CreateMapping,
+    CreateQueue,
+    DeleteMapping,
+    DeleteQueue,
+    EnableMapping,
+    ObservedMapping,
+    ObservedQueue,
+    ObservedState,
+    ProvisioningConfig,
+    SetQueueAttributes,
+    TriggerKey,
+)
+from chalicelib.ports import Mappings, Queues
+
+
+class Provisioner:
+    def __init__(self, queues: Queues, mappings: Mappings, settings: Settings) -> None:
+        self._queues = queues
+        self._mappings = mappings
+        self.config = ProvisioningConfig(
+            prefix=settings.queue_prefix,
+            delivery_function=settings.delivery_function,
+            dead_letter_function=settings.dead_letter_function,
+            function_timeout_s=settings.delivery_function_timeout_seconds,
+        )
+
+    # ---- observe ------------------------------------------------------------------------------
+
+    def observe(self, keys: Iterable[TriggerKey] | None = None) -> ObservedState:
+        """What exists: every queue with our prefix (keys None), or just those of ``keys``."""
+        prefix = self.config.prefix
+        if keys is None:
+            queues = [ObservedQueue(q.name, q.attributes) for q in self._queues.list(prefix)]
+        else:
+            queues = []
+            for key in keys:
+                for name in (names.queue_name(prefix, *key), names.dlq_name(prefix, *key)):
+                    info = self._queues.get(name)
+                    if info is not None:
+                        queues.append(ObservedQueue(info.name, info.attributes))
+        mappings = [
+            ObservedMapping.from_arns(
+                m.uuid,
+                m.source_arn,
+                m.function_name,
+                m.enabled,
+                m.batch_size,
+                m.function_response_types,
+            )
+            for function in (self.config.delivery_function, self.config.dead_letter_function)
+            for m in self._mappings.list(function)
+        ]
+        if keys is not None:
+            wanted = {q for key in keys for q in _queue_names(prefix, key)}
+            mappings = [m for m in mappings if m.queue_name in wanted]
+        return ObservedState(tuple(queues), tuple(mappings))
+
+    def queue_names(self, key: TriggerKey) -> tuple[str, str]:
+        return _queue_names(self.config.prefix, key)
+
+    def dlq_of(self, key: TriggerKey) -> str:
+        return names.dlq_name(self.config.prefix, *key)
+
+    # ---- execute -------------------------------------------------------------------------------
+
+    def execute(self, actions: Sequence[Action]) -> list[str]:
+        """Apply the actions in order; returns what was done, one line each."""
+        done: list[str] = []
+        for action in actions:
+            self._apply(action)
+            done.append(action.describe())
+        return done
+
+    def _apply(self, action: Action) -> None:
+        if isinstance(action, CreateQueue):
+            attributes = dict(action.attributes)
+            if action.redrive is not None:
+                attributes["RedrivePolicy"] = action.redrive.policy_json(
+                    self._arn(action.redrive.dead_letter_queue)
+                )
+            self._queues.create(action.name, attributes)
+        elif isinstance(action, SetQueueAttributes):
+            attributes = dict(action.attributes)
+            if action.redrive is not None:
+                attributes["RedrivePolicy"] = action.redrive.policy_json(
+                    self._arn(action.redrive.dead_letter_queue)
+                )
+            self._queues.set_attributes(action.name, attributes)
+        elif isinstance(action, DeleteQueue):
+            self._queues.delete(action.name)
+        elif isinstance(action, CreateMapping):
+            self._mappings.create(
+                self._arn(action.queue_name),
+                action.function_name,
+                action.batch_size,
+                action.enabled,
+                action.function_response_types,
+            )
+        elif isinstance(action, EnableMapping):
+            self._mappings.set_enabled(action.uuid, True)
+        elif isinstance(action, DeleteMapping):
+            try:
+                self._mappings.delete(action.uuid)
+            except NotFoundError:
+                pass
+        else:  # pragma: no cover - the Action union is closed
+            raise TypeError(f"unknown action {action!r}")
+
+    def _arn(self, queue: str) -> str:
+        info = self._queues.get(queue)
+        if info is None:
+            raise UnavailableError(f"queue {queue} does not exist")
+        return info.arn
+
+
+def _queue_names(prefix: str, key: TriggerKey) -> tuple[str, str]:
+    return names.queue_name(prefix, *key), names.dlq_name(prefix, *key)

@@ -1,0 +1,149 @@
+"""Broker and trigger configuration as the data plane sees it, cached per warm container.
+
+The ingress must not call DynamoDB per event: a broker's configuration (annotations, token hashes)
+and its triggers' routes (filter index, queue names, effective delivery) are loaded together and
+kept for ``ttl`` seconds. The control plane reports a trigger Ready only once that TTL has passed
+since it was provisioned (DESIGN.md §2.2 "Propagating"), so a Ready trigger is seen by every ingress.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from chalicelib.core import names
+from chalicelib.core.filter_index import TriggerIndex
+from chalicelib.core.filters import Filter, build_filter
+from chalicelib.core.resources import (
+    Broker,
+    DeliverySpec,
+    Trigger,
+    broker_from_item,
+    effective_delivery,
+    trigger_from_item,
+)
+from chalicelib.ports import ResourceStore
+
+BROKER = "broker"
+TRIGGER = "trigger"
+TOKEN = "token"
+
+@dataclass(frozen=True)
+class Route:
+    """A trigger as delivery sees it."""
+
+    namespace: str
+    broker: str
+    name: str
+    queue: str
+    dlq: str
+    subscriber_uri: str
+    delivery: DeliverySpec
+    filter: Filter
+    ready: bool
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    namespace: str
+    name: str
+    broker: Broker
+    legacy: bool
+    max_event_bytes: int
+    auth: str
+    token_hashes: tuple[str, ...]
+    routes: tuple[Route, ...]
+    index: TriggerIndex[Route] = field(compare=False)
+
+    def route(self, trigger: str) -> Route | None:
+        for route in self.routes:
+            if route.name == trigger:
+                return route
+        return None
+
+
+def trigger_is_provisioned(doc: dict[str, object]) -> bool:
+    state = doc.get("state")
+    return isinstance(state, dict) and bool(state.get("provisioned_at"))
+
+
+def load_broker_config(
+    store: ResourceStore, queue_prefix: str, namespace: str, name: str
+) -> BrokerConfig | None:
+    item = store.get(BROKER, namespace, name)
+    if item is None:
+        return None
+    broker = broker_from_item(item.doc["resource"])
+    routes: list[Route] = []
+    for stored in store.list(TRIGGER, namespace):
+        trigger: Trigger = trigger_from_item(stored.doc["resource"])
+        if trigger.broker != name:
+            continue
+        routes.append(
+            Route(
+                namespace=namespace,
+                broker=name,
+                name=trigger.name,
+                queue=names.queue_name(queue_prefix, namespace, name, trigger.name),
+                dlq=names.dlq_name(queue_prefix, namespace, name, trigger.name),
+                subscriber_uri=trigger.subscriber_uri,
+                delivery=effective_delivery(trigger, broker),
+                filter=build_filter(trigger.filter_attributes, trigger.filters),
+                ready=trigger_is_provisioned(dict(stored.doc)),
+            )
+        )
+    hashes: tuple[str, ...] = ()
+    if broker.ingress_auth == "token":
+        hashes = tuple(
+            str(t.doc["hash"])
+            for t in store.list(TOKEN, namespace)
+            if t.doc.get("broker") == name and not t.doc.get("revoked")
+        )
+    ready = [r for r in routes if r.ready]
+    return BrokerConfig(
+        namespace=namespace,
+        name=name,
+        broker=broker,
+        legacy=broker.legacy_spec_versions,
+        max_event_bytes=broker.max_event_bytes,
+        auth=broker.ingress_auth,
+        token_hashes=hashes,
+        routes=tuple(routes),
+        index=TriggerIndex((r, r.filter) for r in ready),
+    )
+
+
+class ConfigCache:
+    """Per-container cache of BrokerConfig (negative answers cached too)."""
+
+    def __init__(
+        self,
+        loader: Callable[[str, str], BrokerConfig | None],
+        ttl: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._loader = loader
+        self._ttl = ttl
+        self._clock = clock
+        self._entries: dict[tuple[str, str], tuple[float, BrokerConfig | None]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, namespace: str, broker: str) -> BrokerConfig | None:
+        key = (namespace, broker)
+        now = self._clock()
+        entry = self._entries.get(key)
+        if entry is not None and now - entry[0] < self._ttl:
+            return entry[1]
+        config = self._loader(namespace, broker)
+        with self._lock:
+            self._entries[key] = (now, config)
+        return config
+
+    def invalidate(self, namespace: str | None = None, broker: str | None = None) -> None:
+        with self._lock:
+            if namespace is None:
+                self._entries.clear()
+            else:
+                self._entries.pop((namespace, broker or ""), None)

@@ -1,0 +1,28 @@
+"""W3C trace context across hops: the same trace id, a new parent span id per hop."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Mapping
+
+_TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
+
+
+def next_hop(headers: Mapping[str, str]) -> dict[str, str]:
+    """``traceparent`` (and ``tracestate``) for the next hop: the incoming trace continued with a
+    fresh span id, or a new trace when none (or a malformed one) came in."""
+    incoming = headers.get("traceparent", "").strip().lower()
+    match = _TRACEPARENT.match(incoming)
+    if match and match.group(2) != "0" * 32:
+        trace_id, flags = match.group(2), match.group(4)
+        out = {"traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-{flags}"}
+        if headers.get("tracestate"):
+            out["tracestate"] = headers["tracestate"]
+        return out
+    return {"traceparent": f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"}
+
+
+def trace_id(traceparent: str) -> str | None:
+    match = _TRACEPARENT.match(traceparent.strip().lower())
+    return match.group(2) if match else None
