@@ -386,8 +386,8 @@ def _destination(
         problems.append(
             Problem(
                 f"{path}.ref",
-                "references to Kubernetes objects are not supported here; only uri is: "
-                "give the absolute http(s) URL of the service",
+                "only uri is supported here (there is no Kubernetes to resolve a ref): "
+                "put the absolute http(s) URL of the service in uri",
             )
         )
     for unsupported in ("CACerts", "audience"):
