@@ -168,15 +168,14 @@ def _lower_headers(headers: Mapping[str, str], body: bytes, limits: Limits) -> d
         )
     if len(headers) > limits.max_header_count:
         raise ValidationError([Problem("headers", f"more than {limits.max_header_count} headers")])
-    lowered: dict[str, str] = {}
-    size = 0
+    lowered = {name.lower(): value for name, value in headers.items()}
     problems: list[Problem] = []
-    for name, value in headers.items():
-        size += len(name) + len(value)
-        key = name.lower()
-        if key in lowered and lowered[key] != value:
-            problems.append(Problem(key, "header given twice with different values"))
-        lowered[key] = value
+    if len(lowered) != len(headers):
+        seen: dict[str, str] = {}
+        for name, value in headers.items():
+            if seen.setdefault(name.lower(), value) != value:
+                problems.append(Problem(name.lower(), "header given twice with different values"))
+    size = sum(map(len, lowered)) + sum(map(len, lowered.values()))
     if size > limits.max_header_bytes:
         problems.append(Problem("headers", f"headers exceed {limits.max_header_bytes} bytes"))
     if problems:
@@ -196,7 +195,7 @@ def _decode_structured(body: bytes, legacy: bool) -> CloudEvent:
     except ValueError as exc:
         raise ValidationError([Problem("body", str(exc))]) from None
     problems: list[Problem] = []
-    event = event_from_object(obj, legacy, "", problems)
+    event = event_from_object(obj, legacy, "", problems, owned=True)
     if event is None:
         raise ValidationError(problems)
     return event
@@ -217,7 +216,7 @@ def _decode_batch(body: bytes, legacy: bool, limits: Limits) -> list[CloudEvent]
     events: list[CloudEvent] = []
     first_version: object = None
     for i, item in enumerate(items):
-        event = event_from_object(item, legacy, f"[{i}].", problems)
+        event = event_from_object(item, legacy, f"[{i}].", problems, owned=True)
         if event is None:
             continue
         if first_version is None:
@@ -238,7 +237,7 @@ def _decode_binary(
     problems: list[Problem] = []
     attrs: dict[str, Any] = {}
     for header, raw in headers.items():
-        if header[:3] == _CE:
+        if header.startswith(_CE):
             try:
                 attrs[header[3:]] = decode_header_value(raw)
             except ValueError as exc:

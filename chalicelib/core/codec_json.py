@@ -14,12 +14,26 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
 from chalicelib.core.codec_validation import V0_3, V1_0, VERSIONS, check_attributes, resolve_version
 from chalicelib.core.errors import Problem
 from chalicelib.core.event import ABSENT, CloudEvent, MapValue
+
+# Optional accelerator (jiter, in Rust): same results as the stdlib path (tests compare the two);
+# anything it refuses or cannot write goes to the stdlib path, which has the last word.
+_fast_loads: Callable[..., Any] | None
+_fast_dumps: Callable[..., bytes] | None
+try:
+    import pydantic_core
+
+    _fast_loads, _fast_dumps = pydantic_core.from_json, pydantic_core.to_json
+except ImportError:  # pragma: no cover - where pydantic-core is not installed
+    _fast_loads = _fast_dumps = None
+
+JSON_ACCELERATOR = "pydantic-core" if _fast_loads is not None else "stdlib"
 
 
 def _no_constants(name: str) -> Any:
@@ -35,6 +49,15 @@ _ASCII_ENCODER = json.JSONEncoder(separators=(",", ":"), check_circular=False, a
 
 def parse_json(body: bytes) -> Any:
     """Strict RFC 8259 parse of UTF-8 bytes; ``ValueError`` with a short reason otherwise."""
+    if _fast_loads is not None:
+        try:
+            return _fast_loads(body, allow_inf_nan=False)
+        except ValueError:
+            pass
+    return parse_json_stdlib(body)
+
+
+def parse_json_stdlib(body: bytes) -> Any:
     try:
         return _DECODER.decode(body.decode("utf-8"))
     except UnicodeDecodeError:
@@ -46,11 +69,24 @@ def parse_json(body: bytes) -> Any:
 
 
 def dumps_compact(value: Any) -> str:
-    return _ENCODER.encode(value)
+    return dumps_utf8(value).decode("utf-8", "surrogatepass")
 
 
 def dumps_utf8(value: Any) -> bytes:
     """Compact JSON as UTF-8; escapes everything when a string holds a lone surrogate."""
+    if _fast_dumps is not None:
+        try:
+            out: bytes = _fast_dumps(value, inf_nan_mode="constants")
+        except Exception:  # e.g. a lone surrogate: the stdlib path decides
+            pass
+        else:
+            # Infinity only arises from out-of-range literals: let the stdlib path refuse it.
+            if b"Infinity" not in out and b"NaN" not in out:
+                return out
+    return dumps_utf8_stdlib(value)
+
+
+def dumps_utf8_stdlib(value: Any) -> bytes:
     text = _ENCODER.encode(value)
     try:
         return text.encode("utf-8")
@@ -66,10 +102,16 @@ def is_json_content_type(content_type: str) -> bool:
     return bool(slash) and (subtype == "json" or subtype.endswith("+json"))
 
 
+_MISSING: Any = object()
+
+
 def event_from_object(
-    obj: object, legacy: bool, prefix: str, problems: list[Problem]
+    obj: object, legacy: bool, prefix: str, problems: list[Problem], *, owned: bool = False
 ) -> CloudEvent | None:
-    """Decode one JSON-format event; on any problem append them all and return None."""
+    """Decode one JSON-format event; on any problem append them all and return None.
+
+    ``owned``: ``obj`` was parsed here and nobody else holds it, so it can become the attributes.
+    """
     start = len(problems)
     if type(obj) is not dict:
         problems.append(Problem(prefix.rstrip(".") or "body", "must be a JSON object"))
@@ -82,22 +124,16 @@ def event_from_object(
     if why is not None:
         problems.append(Problem(field("specversion"), why))
     rules = version or V1_0
-    attrs: dict[str, Any] = {}
-    has_data = False
-    raw_data: Any = None
-    b64: Any = None
-    for name, value in obj.items():
-        if name == "data":
-            has_data = True
-            raw_data = value
-        elif name == "data_base64":
-            b64 = value
-        elif value is None:  # JSON null means unset (json-format §2.2)
-            continue
-        elif type(value) is dict and rules.allows_maps:
-            attrs[name] = MapValue(dumps_compact(value))
-        else:
-            attrs[name] = value
+    attrs: dict[str, Any] = obj if owned else dict(obj)
+    raw_data = attrs.pop("data", _MISSING)
+    has_data = raw_data is not _MISSING
+    b64 = attrs.pop("data_base64", None)
+    if None in attrs.values():  # JSON null means unset (json-format §2.2)
+        attrs = {name: value for name, value in attrs.items() if value is not None}
+    if rules.allows_maps:
+        for name, value in attrs.items():
+            if type(value) is dict:
+                attrs[name] = MapValue(dumps_compact(value))
     check_attributes(attrs, rules, field, problems)
 
     data: bytes | None = None

@@ -41,7 +41,8 @@ V0_3 = SpecVersion("0.3", "datacontenttype", "schemaurl", False, _NAME_LETTER_ST
 V0_2 = SpecVersion("0.2", "contenttype", "schemaurl", True, _NAME_LETTER_START, True, True)
 V0_1 = SpecVersion("0.1", "contenttype", "schemaurl", True, _NAME_LETTER_START, True, True)
 VERSIONS: dict[str, SpecVersion] = {v.name: v for v in (V1_0, V0_3, V0_2, V0_1)}
-REQUIRED = ("id", "source", "type", "specversion")  # specversion last: see check_attributes
+REQUIRED = ("id", "source", "type", "specversion")
+_REQUIRED_BUT_SPECVERSION = REQUIRED[:3]  # resolve_version judges specversion
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 
 # String type: no control characters, no lone surrogates, no Unicode noncharacters.
@@ -53,10 +54,14 @@ _BAD_STRING_CHAR = re.compile(
 )
 
 _RFC3339 = re.compile(
-    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.[0-9]+)?"
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?"
     r"(?:[Zz]|[+-]([0-9]{2}):([0-9]{2}))"
 )
-_DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+_MONTH_DAYS = frozenset(
+    f"{month:02d}-{day:02d}"
+    for month, days in enumerate((31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31), start=1)
+    for day in range(1, days + 1)
+)
 
 _TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
 _QUOTED = r'"(?:[\t !#-\[\]-~\x80-\xff]|\\[\t -~\x80-\xff])*"'
@@ -99,14 +104,15 @@ def is_rfc3339(value: str) -> bool:
     m = _RFC3339.fullmatch(value)
     if m is None:
         return False
-    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
-    if not 1 <= month <= 12 or hour > 23 or minute > 59 or second > 60:
+    month_day = value[5:10]
+    if month_day not in _MONTH_DAYS or value[11:13] > "23" or value[14:16] > "59":
         return False
-    leap = month == 2 and year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
-    if not 1 <= day <= _DAYS[month - 1] + leap:
+    if value[17:19] > "60" or (m.group(1) is not None and (m[1] > "23" or m[2] > "59")):
         return False
-    off_h, off_m = m.group(7), m.group(8)
-    return off_h is None or (int(off_h) <= 23 and int(off_m) <= 59)
+    if month_day == "02-29":
+        year = int(value[:4])
+        return year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    return True
 
 
 def is_media_type(value: str) -> bool:
@@ -114,7 +120,16 @@ def is_media_type(value: str) -> bool:
 
 
 def is_uri_reference(value: str) -> bool:
-    return _URI_REFERENCE_RE.fullmatch(value) is not None and _ipv6_ok(value)
+    known = _KNOWN_URI_REFERENCES.get(value)
+    if known is not None:
+        return known
+    ok = _URI_REFERENCE_RE.fullmatch(value) is not None and _ipv6_ok(value)
+    if len(_KNOWN_URI_REFERENCES) < 4096:  # sources repeat per producer; bounded for safety
+        _KNOWN_URI_REFERENCES[value] = ok
+    return ok
+
+
+_KNOWN_URI_REFERENCES: dict[str, bool] = {}
 
 
 def is_absolute_uri(value: str) -> bool:
@@ -136,7 +151,9 @@ def _ipv6_ok(value: str) -> bool:
 
 
 def is_valid_string(value: str) -> bool:
-    return _BAD_STRING_CHAR.search(value) is None
+    # isprintable() is a fast, stricter test (it also refuses e.g. U+00A0): only its failures
+    # need the exact one.
+    return value.isprintable() or _BAD_STRING_CHAR.search(value) is None
 
 
 def resolve_version(value: object, legacy: bool) -> tuple[SpecVersion | None, str | None]:
@@ -166,28 +183,25 @@ def check_attributes(
 
     ``specversion`` itself is judged by ``resolve_version``, which chose ``version``.
     """
-    name_ok = version.name_pattern.fullmatch
+    good_names = _GOOD_NAMES[version.name_pattern.pattern]
     allows_maps = version.allows_maps
     for name, value in attrs.items():
-        if name_ok(name) is None or name == "data":
+        if name not in good_names and not _good_name(name, version, good_names):
             problems.append(Problem(field(name), _bad_name_message(name, version)))
             continue
-        if isinstance(value, MapValue):
-            if allows_maps:
-                _check_map(value, name, field, problems)
-            else:
-                problems.append(Problem(field(name), _type_message(value, version)))
-        elif isinstance(value, str):
-            if _BAD_STRING_CHAR.search(value) is not None:
+        if type(value) is str:
+            if not value.isprintable() and _BAD_STRING_CHAR.search(value) is not None:
                 problems.append(Problem(field(name), _STRING_MESSAGE))
-        elif isinstance(value, bool):
+        elif type(value) is bool:
             pass
-        elif isinstance(value, int):
+        elif type(value) is int:
             if not INT_MIN <= value <= INT_MAX:
                 problems.append(Problem(field(name), "integer out of the 32-bit signed range"))
+        elif type(value) is MapValue and allows_maps:
+            _check_map(value, name, field, problems)
         else:
             problems.append(Problem(field(name), _type_message(value, version)))
-    for name in REQUIRED[:3]:
+    for name in _REQUIRED_BUT_SPECVERSION:
         value = attrs.get(name)
         if value is None:
             problems.append(Problem(field(name), "required attribute is missing"))
@@ -198,6 +212,20 @@ def check_attributes(
         elif name == "source" and not is_uri_reference(value):
             problems.append(Problem(field(name), "must be a URI-reference (RFC 3986 §4.1)"))
     _check_optional(attrs, version, field, problems)
+
+
+_GOOD_NAMES: dict[str, set[str]] = {
+    _NAME_ANY_START.pattern: set(),
+    _NAME_LETTER_START.pattern: set(),
+}
+
+
+def _good_name(name: str, version: SpecVersion, cache: set[str]) -> bool:
+    if name == "data" or version.name_pattern.fullmatch(name) is None:
+        return False
+    if len(cache) < 4096:  # names seen before skip the regex; bounded against hostile input
+        cache.add(name)
+    return True
 
 
 def _check_optional(

@@ -106,7 +106,7 @@ def _structured(value: bytes | None, legacy: bool, problems: list[Problem]) -> C
     except ValueError as exc:
         problems.append(Problem("value", str(exc)))
         return None
-    return event_from_object(obj, legacy, "", problems)
+    return event_from_object(obj, legacy, "", problems, owned=True)
 
 
 def _binary(
