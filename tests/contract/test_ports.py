@@ -1,0 +1,232 @@
+"""One suite per port, run on the in-memory fake and on the AWS adapter against a moto server."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+
+from chalicelib.core.errors import ConflictError, NotFoundError
+from chalicelib.ports import OutgoingMessage
+from tests.fakes import MemoryArchive, MemoryBlobs, MemoryMappings, MemoryQueues, MemoryStore
+
+BACKENDS = ["memory", "aws"]
+
+
+def _unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest) -> Any:
+    if request.param == "memory":
+        return MemoryStore()
+    from brokerctl.bootstrap import bootstrap
+    from chalicelib.adapters.dynamodb_store import DynamoResourceStore
+
+    settings = request.getfixturevalue("aws_settings")
+    clients = request.getfixturevalue("aws_clients")
+    bootstrap(settings, clients, say=lambda line: None)
+    return DynamoResourceStore(clients, settings.table_name)
+
+
+@pytest.fixture(params=BACKENDS)
+def queues(request: pytest.FixtureRequest) -> Any:
+    if request.param == "memory":
+        return MemoryQueues()
+    from chalicelib.adapters.sqs_queues import SqsQueues
+
+    return SqsQueues(request.getfixturevalue("aws_clients"))
+
+
+@pytest.fixture(params=BACKENDS)
+def blobs_and_bucket(request: pytest.FixtureRequest) -> Any:
+    if request.param == "memory":
+        return MemoryBlobs(), "bucket"
+    from chalicelib.adapters.s3_blobs import S3Blobs
+
+    clients = request.getfixturevalue("aws_clients")
+    bucket = _unique("blobs")
+    clients.client("s3").create_bucket(Bucket=bucket)
+    return S3Blobs(clients), bucket
+
+
+# ---- ResourceStore ---------------------------------------------------------------------------
+
+
+def test_store_create_get_list_delete(store: Any) -> None:
+    ns = _unique("ns")
+    created = store.put("broker", ns, "b1", {"spec": {"x": 1}}, None)
+    assert created.version == 1
+    assert store.get("broker", ns, "b1").doc == {"spec": {"x": 1}}
+    store.put("broker", ns, "b2", {"spec": {}}, None)
+    store.put("trigger", ns, "t1", {"spec": {}}, None)
+    assert [i.name for i in store.list("broker", ns)] == ["b1", "b2"]
+    assert [i.name for i in store.list("trigger", ns)] == ["t1"]
+    assert {i.namespace for i in store.list("broker")} >= {ns}
+    assert store.delete("broker", ns, "b1") is True
+    assert store.delete("broker", ns, "b1") is False
+    assert store.get("broker", ns, "b1") is None
+
+
+def test_store_create_is_conditional(store: Any) -> None:
+    ns = _unique("ns")
+    store.put("broker", ns, "b", {"v": 1}, None)
+    with pytest.raises(ConflictError):
+        store.put("broker", ns, "b", {"v": 2}, None)
+    assert store.get("broker", ns, "b").doc == {"v": 1}
+
+
+def test_store_optimistic_concurrency(store: Any) -> None:
+    ns = _unique("ns")
+    first = store.put("broker", ns, "b", {"v": 1}, None)
+    second = store.put("broker", ns, "b", {"v": 2}, first.version)
+    assert second.version == first.version + 1
+    with pytest.raises(ConflictError):
+        store.put("broker", ns, "b", {"v": 3}, first.version)  # stale
+    assert store.get("broker", ns, "b").doc == {"v": 2}
+
+
+def test_store_keeps_any_json_shape(store: Any) -> None:
+    ns = _unique("ns")
+    doc = {"f": 0.25, "empty": {}, "list": [], "none": None, "nested": {"a": [1, "x", True]}}
+    store.put("trigger", ns, "t", doc, None)
+    assert store.get("trigger", ns, "t").doc == doc
+
+
+# ---- Queues ----------------------------------------------------------------------------------
+
+
+def test_queue_create_is_idempotent_and_listed(queues: Any) -> None:
+    name = _unique("sb-ct")
+    info = queues.create(name, {"VisibilityTimeout": "60"})
+    again = queues.create(name, {"VisibilityTimeout": "60"})
+    assert info.arn == again.arn and info.arn.endswith(":" + name)
+    assert queues.get(name).attributes["VisibilityTimeout"] == "60"
+    assert name in [q.name for q in queues.list(name[:8])]
+    queues.delete(name)
+    assert queues.get(name) is None
+    queues.delete(name)  # deleting a missing queue is not an error
+
+
+def test_queue_send_receive_delete(queues: Any) -> None:
+    name = _unique("sb-ct")
+    queues.create(name, {"VisibilityTimeout": "30"})
+    assert queues.send_batch(name, [OutgoingMessage(str(i), f"m{i}") for i in range(10)]) == []
+    got: list[Any] = []
+    for _ in range(20):
+        got += queues.receive(name, 10, 0, None)
+        if len(got) == 10:
+            break
+    assert sorted(m.body for m in got) == sorted(f"m{i}" for i in range(10))
+    assert all(m.attributes["ApproximateReceiveCount"] == "1" for m in got)
+    assert queues.receive(name, 10, 0, None) == []  # all in flight
+    for m in got:
+        queues.delete_message(name, m.receipt_handle)
+    assert queues.depth(name) == 0
+
+
+def test_queue_visibility_and_receive_count(queues: Any) -> None:
+    name = _unique("sb-ct")
+    queues.create(name, {"VisibilityTimeout": "30"})
+    queues.send_batch(name, [OutgoingMessage("a", "x")])
+    first = queues.receive(name, 1, 1, None)[0]
+    queues.change_visibility(name, first.receipt_handle, 0)
+    second = queues.receive(name, 1, 1, None)[0]
+    assert second.message_id == first.message_id
+    assert second.attributes["ApproximateReceiveCount"] == "2"
+
+
+def test_queue_redrive_to_dlq(queues: Any) -> None:
+    dlq = queues.create(_unique("sb-ct") + "-dlq", {})
+    name = _unique("sb-ct")
+    redrive = json.dumps({"deadLetterTargetArn": dlq.arn, "maxReceiveCount": 1})
+    queues.create(name, {"VisibilityTimeout": "30", "RedrivePolicy": redrive})
+    queues.send_batch(name, [OutgoingMessage("a", "poison")])
+    m = queues.receive(name, 1, 1, None)[0]
+    queues.change_visibility(name, m.receipt_handle, 0)
+    assert queues.receive(name, 1, 0, None) == []  # moved on the receive past the limit
+    moved = queues.receive(dlq.name, 1, 1, None)
+    assert [x.body for x in moved] == ["poison"]
+
+
+def test_queue_missing_is_not_found(queues: Any) -> None:
+    with pytest.raises(NotFoundError):
+        queues.send_batch(_unique("missing"), [OutgoingMessage("a", "x")])
+
+
+def test_queue_purge(queues: Any) -> None:
+    name = _unique("sb-ct")
+    queues.create(name, {})
+    queues.send_batch(name, [OutgoingMessage("a", "x"), OutgoingMessage("b", "y")])
+    assert queues.depth(name) == 2
+    queues.purge(name)
+    assert queues.depth(name) == 0
+
+
+# ---- Mappings --------------------------------------------------------------------------------
+
+
+@pytest.fixture(params=BACKENDS)
+def mapping_env(request: pytest.FixtureRequest) -> Any:
+    if request.param == "memory":
+        q = MemoryQueues()
+        return MemoryMappings(), q, "fn-delivery"
+    from brokerctl.bootstrap import bootstrap
+    from chalicelib.adapters.lambda_mappings import LambdaMappings
+    from chalicelib.adapters.sqs_queues import SqsQueues
+
+    settings = request.getfixturevalue("aws_settings")
+    clients = request.getfixturevalue("aws_clients")
+    bootstrap(settings, clients, say=lambda line: None)
+    return LambdaMappings(clients), SqsQueues(clients), settings.delivery_function
+
+
+def test_mappings_lifecycle(mapping_env: Any) -> None:
+    mappings, queues, function = mapping_env
+    queue = queues.create(_unique("sb-ct"), {"VisibilityTimeout": "360"})
+    created = mappings.create(queue.arn, function, 10, True, ["ReportBatchItemFailures"])
+    listed = [m for m in mappings.list(function) if m.source_arn == queue.arn]
+    assert [m.uuid for m in listed] == [created.uuid]
+    assert listed[0].enabled and listed[0].batch_size == 10
+    assert listed[0].function_response_types == ("ReportBatchItemFailures",)
+    assert listed[0].function_name == function
+    mappings.set_enabled(created.uuid, False)
+    assert not [m for m in mappings.list(function) if m.uuid == created.uuid][0].enabled
+    mappings.delete(created.uuid)
+    assert [m for m in mappings.list(function) if m.uuid == created.uuid] == []
+
+
+# ---- Blobs and Archive -----------------------------------------------------------------------
+
+
+def test_blobs_round_trip(blobs_and_bucket: Any) -> None:
+    blobs, bucket = blobs_and_bucket
+    data = bytes(range(256)) * 10
+    blobs.put(bucket, "claims/a.json", data)
+    assert blobs.get(bucket, "claims/a.json") == data
+    blobs.delete(bucket, "claims/a.json")
+    with pytest.raises(NotFoundError):
+        blobs.get(bucket, "claims/a.json")
+
+
+def test_archive_accepts_batches(request: pytest.FixtureRequest) -> None:
+    """The memory archive keeps records; the Firehose adapter delivers them to the S3 bucket."""
+    from brokerctl.bootstrap import bootstrap
+    from chalicelib.adapters.firehose_archive import FirehoseArchive
+
+    settings = request.getfixturevalue("aws_settings")
+    clients = request.getfixturevalue("aws_clients")
+    bootstrap(settings, clients, say=lambda line: None)
+    marker = _unique("rec")
+    records = [json.dumps({"n": i, "m": marker}).encode() + b"\n" for i in range(3)]
+    FirehoseArchive(clients, settings.archive_stream).put(records)
+    memory = MemoryArchive()
+    memory.put(records)
+    assert memory.records == records
+    s3 = clients.client("s3")
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=settings.archive_bucket)["Contents"]]
+    bodies = b"".join(s3.get_object(Bucket=settings.archive_bucket, Key=k)["Body"].read() for k in keys)
+    assert all(r in bodies for r in records)

@@ -1,0 +1,338 @@
+"""In-memory fakes of every port (chalicelib/ports.py). tests/contract runs one suite on each fake
+and on its AWS adapter against a real moto server, so the fakes cannot drift from AWS."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from chalicelib.core.errors import ConflictError, NotFoundError
+from chalicelib.ports import (
+    HttpResponse,
+    MappingInfo,
+    OutgoingMessage,
+    QueueInfo,
+    ReceivedMessage,
+    StoredItem,
+)
+
+ACCOUNT = "123456789012"
+REGION = "us-east-1"
+
+
+class MemoryStore:
+    def __init__(self) -> None:
+        self._items: dict[tuple[str, str, str], StoredItem] = {}
+        self._lock = threading.Lock()
+        self.calls = 0
+
+    def get(self, kind: str, namespace: str, name: str) -> StoredItem | None:
+        self.calls += 1
+        return self._items.get((kind, namespace, name))
+
+    def list(self, kind: str, namespace: str | None = None) -> list[StoredItem]:
+        self.calls += 1
+        items = [
+            v
+            for (k, ns, _), v in self._items.items()
+            if k == kind and (namespace is None or ns == namespace)
+        ]
+        return sorted(items, key=lambda s: (s.namespace, s.name))
+
+    def put(
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        doc: Mapping[str, Any],
+        expected_version: int | None,
+    ) -> StoredItem:
+        self.calls += 1
+        key = (kind, namespace, name)
+        with self._lock:
+            current = self._items.get(key)
+            if expected_version is None and current is not None:
+                raise ConflictError(f"{kind} {namespace}/{name} already exists")
+            if expected_version is not None and (
+                current is None or current.version != expected_version
+            ):
+                raise ConflictError(f"{kind} {namespace}/{name} was modified concurrently")
+            version = 1 if expected_version is None else expected_version + 1
+            # Stored documents are JSON in DynamoDB: keep a deep copy, as the adapter does.
+            import json
+
+            item = StoredItem(kind, namespace, name, json.loads(json.dumps(doc)), version)
+            self._items[key] = item
+            return item
+
+    def delete(self, kind: str, namespace: str, name: str) -> bool:
+        self.calls += 1
+        return self._items.pop((kind, namespace, name), None) is not None
+
+
+@dataclass
+class _Message:
+    message_id: str
+    body: str
+    visible_at: float
+    receive_count: int = 0
+    receipt: str = ""
+    sent_at: float = field(default_factory=time.time)
+
+
+class MemoryQueues:
+    """SQS semantics that matter here: visibility, receive counts, redrive to a DLQ after
+    maxReceiveCount, batches of at most 10."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._queues: dict[str, dict[str, Any]] = {}
+        self._clock = clock
+        self._lock = threading.Condition()
+        self.send_calls = 0
+        self.fail_next_sends: int = 0
+
+    def _q(self, name: str) -> dict[str, Any]:
+        q = self._queues.get(name)
+        if q is None:
+            raise NotFoundError(f"queue {name} does not exist")
+        return q
+
+    def create(self, name: str, attributes: Mapping[str, str]) -> QueueInfo:
+        with self._lock:
+            q = self._queues.get(name)
+            if q is None:
+                arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"
+                attrs = {"VisibilityTimeout": "30", "QueueArn": arn, **attributes}
+                q = {"attributes": attrs, "messages": []}
+                self._queues[name] = q
+            elif any(q["attributes"].get(k) != v for k, v in attributes.items()):
+                raise ConflictError(f"queue {name} exists with other attributes")
+            return self._info(name)
+
+    def _info(self, name: str) -> QueueInfo:
+        q = self._queues[name]
+        return QueueInfo(
+            name=name,
+            url=f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{name}",
+            arn=q["attributes"]["QueueArn"],
+            attributes=dict(q["attributes"]),
+        )
+
+    def get(self, name: str) -> QueueInfo | None:
+        with self._lock:
+            return self._info(name) if name in self._queues else None
+
+    def list(self, prefix: str) -> list[QueueInfo]:
+        with self._lock:
+            return [self._info(n) for n in sorted(self._queues) if n.startswith(prefix)]
+
+    def set_attributes(self, name: str, attributes: Mapping[str, str]) -> None:
+        with self._lock:
+            self._q(name)["attributes"].update(attributes)
+
+    def delete(self, name: str) -> None:
+        with self._lock:
+            self._queues.pop(name, None)
+
+    def send_batch(self, name: str, messages: Sequence[OutgoingMessage]) -> list[str]:
+        if not 1 <= len(messages) <= 10:
+            raise ValueError("a batch has 1 to 10 entries")
+        with self._lock:
+            self.send_calls += 1
+            q = self._q(name)
+            failed: list[str] = []
+            for m in messages:
+                if self.fail_next_sends > 0:
+                    self.fail_next_sends -= 1
+                    failed.append(m.id)
+                    continue
+                q["messages"].append(
+                    _Message(str(uuid.uuid4()), m.body, self._clock() + m.delay_seconds)
+                )
+            self._lock.notify_all()
+            return failed
+
+    def receive(
+        self, name: str, max_messages: int, wait_seconds: int, visibility_timeout: int | None
+    ) -> list[ReceivedMessage]:
+        deadline = self._clock() + wait_seconds
+        with self._lock:
+            while True:
+                out = self._take(name, max_messages, visibility_timeout)
+                if out or self._clock() >= deadline:
+                    return out
+                self._lock.wait(timeout=0.05)
+
+    def _take(
+        self, name: str, max_messages: int, visibility_timeout: int | None
+    ) -> list[ReceivedMessage]:
+        q = self._q(name)
+        now = self._clock()
+        timeout = (
+            visibility_timeout
+            if visibility_timeout is not None
+            else int(q["attributes"]["VisibilityTimeout"])
+        )
+        out: list[ReceivedMessage] = []
+        for m in list(q["messages"]):
+            if len(out) >= max_messages:
+                break
+            if m.visible_at > now:
+                continue
+            redrive = q["attributes"].get("RedrivePolicy")
+            if redrive:
+                import json
+
+                policy = json.loads(redrive)
+                if m.receive_count >= int(policy["maxReceiveCount"]):
+                    q["messages"].remove(m)
+                    dlq = policy["deadLetterTargetArn"].rsplit(":", 1)[-1]
+                    if dlq in self._queues:
+                        m.visible_at = now
+                        self._queues[dlq]["messages"].append(m)
+                    continue
+            m.receive_count += 1
+            m.receipt = f"{m.message_id}#{m.receive_count}"
+            m.visible_at = now + timeout
+            out.append(
+                ReceivedMessage(
+                    m.message_id,
+                    m.receipt,
+                    m.body,
+                    {"ApproximateReceiveCount": str(m.receive_count)},
+                )
+            )
+        return out
+
+    def _find(self, name: str, receipt_handle: str) -> _Message | None:
+        for m in self._q(name)["messages"]:
+            if m.receipt == receipt_handle:
+                return m
+        return None
+
+    def delete_message(self, name: str, receipt_handle: str) -> None:
+        with self._lock:
+            m = self._find(name, receipt_handle)
+            if m is not None:
+                self._q(name)["messages"].remove(m)
+
+    def change_visibility(self, name: str, receipt_handle: str, timeout: int) -> None:
+        if not 0 <= timeout <= 43200:
+            raise ValueError("visibility timeout must be 0..43200")
+        with self._lock:
+            m = self._find(name, receipt_handle)
+            if m is None:
+                raise NotFoundError("receipt handle is not valid")
+            m.visible_at = self._clock() + timeout
+            self._lock.notify_all()
+
+    def purge(self, name: str) -> None:
+        with self._lock:
+            self._q(name)["messages"].clear()
+
+    def depth(self, name: str) -> int:
+        with self._lock:
+            return len(self._q(name)["messages"])
+
+
+class MemoryMappings:
+    def __init__(self) -> None:
+        self._mappings: dict[str, MappingInfo] = {}
+
+    def list(self, function_name: str) -> list[MappingInfo]:
+        found = [m for m in self._mappings.values() if m.function_name == function_name]
+        return sorted(found, key=lambda m: (m.source_arn, m.uuid))
+
+    def create(
+        self,
+        source_arn: str,
+        function_name: str,
+        batch_size: int,
+        enabled: bool,
+        function_response_types: Sequence[str],
+    ) -> MappingInfo:
+        for m in self._mappings.values():
+            if m.source_arn == source_arn and m.function_name == function_name:
+                raise ConflictError("the mapping already exists")
+        info = MappingInfo(
+            str(uuid.uuid4()),
+            source_arn,
+            function_name,
+            enabled,
+            batch_size,
+            tuple(function_response_types),
+        )
+        self._mappings[info.uuid] = info
+        return info
+
+    def set_enabled(self, uuid_: str, enabled: bool) -> None:
+        m = self._mappings.get(uuid_)
+        if m is None:
+            raise NotFoundError(f"mapping {uuid_} does not exist")
+        from dataclasses import replace
+
+        self._mappings[uuid_] = replace(m, enabled=enabled)
+
+    def delete(self, uuid_: str) -> None:
+        if self._mappings.pop(uuid_, None) is None:
+            raise NotFoundError(f"mapping {uuid_} does not exist")
+
+
+class MemoryBlobs:
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str], bytes] = {}
+
+    def put(self, bucket: str, key: str, data: bytes) -> None:
+        self.objects[(bucket, key)] = bytes(data)
+
+    def get(self, bucket: str, key: str) -> bytes:
+        try:
+            return self.objects[(bucket, key)]
+        except KeyError:
+            raise NotFoundError(f"s3://{bucket}/{key} does not exist") from None
+
+    def delete(self, bucket: str, key: str) -> None:
+        self.objects.pop((bucket, key), None)
+
+
+class MemoryArchive:
+    def __init__(self) -> None:
+        self.records: list[bytes] = []
+
+    def put(self, records: Sequence[bytes]) -> None:
+        self.records.extend(records)
+
+    def decoded(self) -> list[dict[str, Any]]:
+        import json
+
+        return [json.loads(r) for r in self.records]
+
+
+@dataclass
+class SentRequest:
+    url: str
+    headers: dict[str, str]
+    body: bytes
+    timeout: float
+
+
+class ScriptedSender:
+    """An HttpSender answering from a script: ``answers`` is consumed in order; the last answer
+    repeats."""
+
+    def __init__(self, *answers: HttpResponse) -> None:
+        self.sent: list[SentRequest] = []
+        self._answers = list(answers) or [HttpResponse(202, {}, b"")]
+        self._counter = itertools.count()
+
+    def post(
+        self, url: str, headers: Mapping[str, str], body: bytes, timeout: float
+    ) -> HttpResponse:
+        self.sent.append(SentRequest(url, dict(headers), body, timeout))
+        i = next(self._counter)
+        return self._answers[min(i, len(self._answers) - 1)]
