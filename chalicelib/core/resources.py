@@ -165,7 +165,17 @@ def parse_broker(namespace: str, body: object, *, path_name: str | None) -> Brok
     )
     if problems:
         raise ValidationError(problems)
-    return Broker(namespace, name, "", 0, "", labels, annotations, config, delivery)
+    return Broker(
+        namespace=namespace,
+        name=name,
+        uid="",
+        generation=0,
+        creation_timestamp="",
+        labels=labels,
+        annotations=annotations,
+        config=config,
+        delivery=delivery,
+    )
 
 
 def parse_trigger(namespace: str, body: object, *, path_name: str | None) -> Trigger:
@@ -197,18 +207,18 @@ def _parse_trigger(
         raise ValidationError(problems)
     assert subscriber is not None  # a missing subscriber is a problem above
     return Trigger(
-        namespace,
-        name,
-        "",
-        0,
-        "",
-        broker,
-        subscriber,
-        labels,
-        annotations,
-        attributes,
-        filters,
-        delivery,
+        namespace=namespace,
+        name=name,
+        uid="",
+        generation=0,
+        creation_timestamp="",
+        broker=broker,
+        subscriber_uri=subscriber,
+        labels=labels,
+        annotations=annotations,
+        filter_attributes=attributes,
+        filters=filters,
+        delivery=delivery,
     )
 
 
@@ -275,6 +285,7 @@ def _broker_annotations(annotations: dict[str, str], problems: list[Problem]) ->
     if max_bytes is not None and not (
         max_bytes.isascii()
         and max_bytes.isdigit()
+        and len(max_bytes) <= 10  # int() refuses very long digit strings
         and 1 <= int(max_bytes) <= DEFAULT_MAX_EVENT_BYTES
     ):
         problems.append(
@@ -325,10 +336,20 @@ def _trigger_filters(
     return strings, tuple(raw_filters)
 
 
+_DELIVERY_FIELDS = (
+    "deadLetterSink",
+    "retry",
+    "backoffPolicy",
+    "backoffDelay",
+    "timeout",
+    "retryAfterMax",
+    "format",
+)
+
+
 def _delivery(value: object, path: str, problems: list[Problem]) -> DeliverySpec:
     raw = _object(value, path, problems)
-    allowed = ("deadLetterSink", "retry", "backoffPolicy", "backoffDelay", "timeout")
-    _unknown_fields(raw, (*allowed, "retryAfterMax", "format"), path, problems)
+    _unknown_fields(raw, _DELIVERY_FIELDS, path, problems)
     retry = raw.get("retry")
     if retry is not None and (
         isinstance(retry, bool) or not isinstance(retry, int) or not 0 <= retry <= MAX_RETRY

@@ -253,6 +253,7 @@ BROKER_REJECTIONS = [
     (MAX_BYTES, "4194305", MAX_BYTES, "from 1 to 4194304"),
     (MAX_BYTES, "-1", MAX_BYTES, "from 1 to 4194304"),
     (MAX_BYTES, "1.5", MAX_BYTES, "from 1 to 4194304"),
+    (MAX_BYTES, "9" * 5000, MAX_BYTES, "from 1 to 4194304"),
     (MAX_BYTES, "١٢", MAX_BYTES, "from 1 to 4194304"),  # Unicode digits are not a number here
     (MAX_BYTES, 1024, MAX_BYTES, "must be a string"),
     (AUTH, "basic", AUTH, '"none" or "token"'),
