@@ -30,8 +30,10 @@ _OWNED_TAIL = re.compile(rf"^[A-Za-z0-9_-]*-[0-9a-f]{{{_HASH_LENGTH}}}({DLQ_SUFF
 
 
 def quote(value: object) -> str:
-    """A value as it appears in JSON, for messages read by API users (``"B"``, ``3``, ``null``)."""
-    return json.dumps(value, ensure_ascii=False, default=repr)
+    """A value as it appears in JSON, for messages read by API users (``"B"``, ``3``, ``null``),
+    cut at 80 characters so that an oversized input does not come back whole in the error."""
+    text = json.dumps(value, ensure_ascii=False, default=repr)
+    return text if len(text) <= 80 else text[:79] + "…"
 
 
 def is_dns1123_label(value: str) -> bool:

@@ -13,6 +13,7 @@ from chalicelib.core.names import (
     name_problems,
     namespace_problems,
     queue_name,
+    quote,
     trigger_hash,
 )
 
@@ -116,3 +117,11 @@ def test_bad_prefix(prefix: str) -> None:
 )
 def test_owned_queue(name: str, owned: bool) -> None:
     assert is_owned_queue("sb-local-", name) is owned
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [("B", '"B"'), (3, "3"), (None, "null"), ("é", '"é"'), ("x" * 200, '"' + "x" * 78 + "…")],
+)
+def test_quote(value: object, text: str) -> None:
+    assert quote(value) == text
