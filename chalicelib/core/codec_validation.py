@@ -157,7 +157,8 @@ def is_valid_string(value: str) -> bool:
 
 
 def resolve_version(value: object, legacy: bool) -> tuple[SpecVersion | None, str | None]:
-    """The rules for a ``specversion`` value, or a message saying why it is refused."""
+    """The rules for a ``specversion`` value, and a message when it is refused. A refused legacy
+    version still comes with its rules, so the rest of the event is judged by them."""
     if value is None:
         return None, "required attribute is missing"
     if type(value) is not str:
@@ -166,7 +167,7 @@ def resolve_version(value: object, legacy: bool) -> tuple[SpecVersion | None, st
     if version is None:
         return None, f"unsupported specversion {value!r}; this broker accepts 1.0 and 0.3"
     if version.legacy and not legacy:
-        return None, (
+        return version, (
             f"specversion {value} is a legacy version; the broker accepts it only with the "
             'annotation serverless-broker/legacy-spec-versions: "true"'
         )
@@ -199,7 +200,7 @@ def check_attributes(
                 problems.append(Problem(field(name), "integer out of the 32-bit signed range"))
         elif type(value) is MapValue and allows_maps:
             _check_map(value, name, field, problems)
-        else:
+        elif name != "specversion":  # resolve_version already said what is wrong with it
             problems.append(Problem(field(name), _type_message(value, version)))
     for name in _REQUIRED_BUT_SPECVERSION:
         value = attrs.get(name)
