@@ -26,6 +26,7 @@ from chalicelib.core.errors import PayloadTooLargeError, ValidationError
 from chalicelib.core.event import CloudEvent, MapValue
 
 STRUCTURED = {"content-type": "application/cloudevents+json"}
+BATCH = {"content-type": "application/cloudevents-batch+json"}
 MINIMAL = {"specversion": "1.0", "id": "1", "source": "/s", "type": "t"}
 BINARY = {"ce-specversion": "1.0", "ce-id": "1", "ce-source": "/s", "ce-type": "t"}
 
@@ -299,7 +300,7 @@ def test_batch_problems_name_the_index_and_nothing_is_returned() -> None:
         )
     assert [p.field for p in err.value.problems] == ["[1].source", "[2]", "[3].specversion"]
     with pytest.raises(ValidationError):
-        decode_http({"content-type": "application/cloudevents-batch+json"}, b"{}")
+        decode_http(BATCH, b"{}")
 
 
 def test_limits() -> None:
