@@ -121,6 +121,52 @@ def trigger(namespace: str, name: str) -> Response:
     return _guarded(put)
 
 
+@app.route(f"{CP}/triggers/{{name}}/deadletters", methods=["GET", "DELETE"], authorizer=_CP_AUTH,
+           content_types=ANY)
+def dead_letters(namespace: str, name: str) -> Response:
+    c = get_container()
+    request = app.current_request
+
+    def run() -> Response:
+        broker = c.control_plane.broker_of_trigger(namespace, name)
+        if request.method == "DELETE":
+            return json_response(c.dead_letters.purge(namespace, broker, name))
+        limit = int((request.query_params or {}).get("limit", "100"))
+        return json_response(c.dead_letters.list(namespace, broker, name, limit))
+
+    return _guarded(run)
+
+
+@app.route(f"{CP}/triggers/{{name}}/deadletters/redrive", methods=["POST"], authorizer=_CP_AUTH,
+           content_types=ANY)
+def redrive_dead_letters(namespace: str, name: str) -> Response:
+    c = get_container()
+
+    def run() -> Response:
+        broker = c.control_plane.broker_of_trigger(namespace, name)
+        return json_response(c.dead_letters.redrive(namespace, broker, name), 202)
+
+    return _guarded(run)
+
+
+# ---- control plane: ingress tokens -------------------------------------------------------------
+
+
+@app.route(f"{CP}/brokers/{{name}}/tokens", methods=["GET", "POST"], authorizer=_CP_AUTH,
+           content_types=ANY)
+def broker_tokens(namespace: str, name: str) -> Response:
+    tokens = get_container().tokens
+    if app.current_request.method == "GET":
+        return _guarded(lambda: json_response(tokens.list(namespace, name)))
+    return _guarded(lambda: json_response(tokens.create(namespace, name), 201))
+
+
+@app.route(f"{CP}/brokers/{{name}}/tokens/{{token_id}}", methods=["DELETE"],
+           authorizer=_CP_AUTH, content_types=ANY)
+def broker_token(namespace: str, name: str, token_id: str) -> Response:
+    return _guarded(lambda: json_response(get_container().tokens.revoke(namespace, name, token_id)))
+
+
 # ---- Lambda entry points -----------------------------------------------------------------------
 
 

@@ -11,11 +11,13 @@ from chalicelib.config import Settings
 from chalicelib.ports import Archive, Blobs, HttpSender, Mappings, Queues, ResourceStore
 from chalicelib.services.claims import Claims
 from chalicelib.services.control_plane import ControlPlane
+from chalicelib.services.dead_letters import DeadLetters
 from chalicelib.services.delivery import Delivery
 from chalicelib.services.ingress import Ingress
 from chalicelib.services.metrics import Metrics
 from chalicelib.services.provisioner import Provisioner
 from chalicelib.services.routing import ConfigCache, load_broker_config
+from chalicelib.services.tokens import Tokens
 
 log = logging.getLogger("broker")
 
@@ -114,6 +116,14 @@ class Container:
     @cached_property
     def provisioner(self) -> Provisioner:
         return Provisioner(self.queues, self.mappings, self.settings)
+
+    @cached_property
+    def dead_letters(self) -> DeadLetters:
+        return DeadLetters(self.queues, self.claims, self.settings.queue_prefix)
+
+    @cached_property
+    def tokens(self) -> Tokens:
+        return Tokens(self.store, self.cache)
 
     @cached_property
     def control_plane(self) -> ControlPlane:

@@ -3,13 +3,17 @@ SQS's 256 KiB, up to the broker's limit). The blob is the event in the JSON form
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Mapping
 
-from chalicelib.core import codec
 from chalicelib.core.event import CloudEvent
-from chalicelib.core.message import ClaimCheck, QueuedEvent, encode_message
+from chalicelib.core.message import (
+    ClaimCheck,
+    QueuedEvent,
+    decode_event_blob,
+    encode_event_blob,
+    encode_message,
+)
 from chalicelib.ports import Blobs
 
 SQS_MAX_BYTES = 256 * 1024
@@ -44,7 +48,7 @@ class Claims:
         return encode_message(QueuedEvent(namespace, broker, trigger, None, claim, headers))
 
     def store(self, namespace: str, broker: str, event: CloudEvent) -> ClaimCheck:
-        data = json.dumps(codec.to_json(event), separators=(",", ":")).encode()
+        data = encode_event_blob(event)
         key = f"{self._prefix}{namespace}/{broker}/{uuid.uuid4()}.json"
         self._blobs.put(self._bucket, key, data)
         return ClaimCheck(bucket=self._bucket, key=key, size=len(data))
@@ -55,4 +59,4 @@ class Claims:
         if queued.claim is None:
             raise ValueError("a queued event has either an event or a claim check")
         raw = self._blobs.get(queued.claim.bucket, queued.claim.key)
-        return codec.from_json(json.loads(raw), legacy=True)
+        return decode_event_blob(raw)

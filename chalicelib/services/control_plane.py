@@ -177,6 +177,10 @@ class ControlPlane:
         self._cache.invalidate(namespace, trigger.broker)
         return _status_ok("triggers", name, {"deadLettersDiscarded": pending})
 
+    def broker_of_trigger(self, namespace: str, name: str) -> str:
+        item = self._require(TRIGGER, namespace, name)
+        return resources.trigger_from_item(item.doc["resource"]).broker
+
     def _trigger_json(
         self, item: StoredItem, broker_item: StoredItem | None | bool = False
     ) -> dict[str, Any]:

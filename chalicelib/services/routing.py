@@ -99,7 +99,7 @@ def load_broker_config(
         hashes = tuple(
             str(t.doc["hash"])
             for t in store.list(TOKEN, namespace)
-            if t.doc.get("broker") == name and not t.doc.get("revoked")
+            if t.doc.get("broker") == name
         )
     ready = [r for r in routes if r.ready]
     return BrokerConfig(
