@@ -133,7 +133,7 @@ def event_from_object(
     if rules.allows_maps:
         for name, value in attrs.items():
             if type(value) is dict:
-                attrs[name] = MapValue(dumps_compact(value))
+                attrs[name] = MapValue.of(value)  # one canonical text, whoever parsed it
     check_attributes(attrs, rules, field, problems)
 
     data: bytes | None = None
