@@ -130,6 +130,19 @@ class Container:
         return ControlPlane(self.store, self.provisioner, self.settings, self.cache, self.queues)
 
 
+_override: Container | None = None
+
+
 @lru_cache(maxsize=1)
-def get_container() -> Container:
+def _from_env() -> Container:
     return Container(Settings.from_env())
+
+
+def get_container() -> Container:
+    return _override if _override is not None else _from_env()
+
+
+def use_container(container: Container | None) -> None:
+    """Make the app use ``container`` (tests with in-memory fakes); None restores the default."""
+    global _override
+    _override = container

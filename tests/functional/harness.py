@@ -1,0 +1,138 @@
+"""A Container whose ports are the in-memory fakes, with helpers to play the event sources."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from chalicelib.config import Settings
+from chalicelib.container import Container
+from chalicelib.core import names
+from chalicelib.ports import HttpResponse
+from tests.fakes import (
+    ACCOUNT,
+    REGION,
+    MemoryArchive,
+    MemoryBlobs,
+    MemoryMappings,
+    MemoryQueues,
+    MemoryStore,
+    ScriptedSender,
+)
+
+CP = "/apis/eventing.knative.dev/v1/namespaces"
+
+
+class Harness:
+    def __init__(self, *answers: HttpResponse, settings: Settings | None = None) -> None:
+        self.settings = settings or replace(Settings(), cache_ttl_seconds=0.0)
+        c = Container(self.settings)
+        self.store = MemoryStore()
+        self.queues = MemoryQueues()
+        self.mappings = MemoryMappings()
+        self.blobs = MemoryBlobs()
+        self.archive = MemoryArchive()
+        self.sender = ScriptedSender(*answers)
+        # cached_property values can be set on the instance: the fakes replace the adapters.
+        c.store = self.store  # type: ignore[misc]
+        c.queues = self.queues  # type: ignore[misc]
+        c.mappings = self.mappings  # type: ignore[misc]
+        c.blobs = self.blobs  # type: ignore[misc]
+        c.archive = self.archive  # type: ignore[misc]
+        c.sender = self.sender  # type: ignore[misc]
+        self.container = c
+
+    # ---- control plane shortcuts ----------------------------------------------------------------
+
+    def broker(self, ns: str = "ns", name: str = "default", **spec: Any) -> dict[str, Any]:
+        body: dict[str, Any] = {"metadata": {"name": name}}
+        annotations = spec.pop("annotations", None)
+        if annotations:
+            body["metadata"]["annotations"] = annotations
+        if spec:
+            body["spec"] = spec
+        doc, _ = self.container.control_plane.put_broker(ns, name, body)
+        return doc
+
+    def trigger(
+        self,
+        name: str,
+        ns: str = "ns",
+        broker: str = "default",
+        uri: str = "http://sub.example/",
+        filter: dict[str, str] | None = None,
+        **spec: Any,
+    ) -> dict[str, Any]:
+        body = {
+            "metadata": {"name": name},
+            "spec": {"broker": broker, "subscriber": {"uri": uri}, **spec},
+        }
+        if filter is not None:
+            body["spec"]["filter"] = {"attributes": filter}
+        doc, _ = self.container.control_plane.put_trigger(ns, name, body)
+        return doc
+
+    def queue_of(self, trigger: str, ns: str = "ns", broker: str = "default") -> str:
+        return names.queue_name(self.settings.queue_prefix, ns, broker, trigger)
+
+    def dlq_of(self, trigger: str, ns: str = "ns", broker: str = "default") -> str:
+        return names.dlq_name(self.settings.queue_prefix, ns, broker, trigger)
+
+    # ---- data plane -----------------------------------------------------------------------------
+
+    def post(
+        self, headers: dict[str, str], body: bytes, ns: str = "ns", broker: str = "default"
+    ) -> Any:
+        return self.container.ingress.handle_http("POST", ns, broker, headers, body)
+
+    def send(self, type_: str = "t", id_: str = "1", data: bytes = b"hi", **ext: str) -> Any:
+        headers = {
+            "ce-specversion": "1.0",
+            "ce-id": id_,
+            "ce-source": "/src",
+            "ce-type": type_,
+            "content-type": "text/plain",
+        }
+        headers.update({f"ce-{k}": v for k, v in ext.items()})
+        return self.post(headers, data)
+
+    def deliver_once(self, trigger: str, *, dead_letter: bool = False) -> dict[str, Any]:
+        """Play Lambda's poller once on the trigger's queue (or DLQ): receive a batch, invoke the
+        function with real SQS records, delete what succeeded. Returns the handler's answer."""
+        queue = self.dlq_of(trigger) if dead_letter else self.queue_of(trigger)
+        received = self.queues.receive(queue, 10, 0, None)
+        arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{queue}"
+        event = {
+            "Records": [
+                {
+                    "messageId": m.message_id,
+                    "receiptHandle": m.receipt_handle,
+                    "body": m.body,
+                    "attributes": dict(m.attributes),
+                    "messageAttributes": {},
+                    "md5OfBody": "",
+                    "eventSource": "aws:sqs",
+                    "eventSourceARN": arn,
+                    "awsRegion": REGION,
+                }
+                for m in received
+            ]
+        }
+        service = self.container.dead_letter if dead_letter else self.container.delivery
+        answer = service.handle_sqs_event(event, None)
+        failed = {f["itemIdentifier"] for f in answer.get("batchItemFailures", [])}
+        for m in received:
+            if m.message_id not in failed:
+                self.queues.delete_message(queue, m.receipt_handle)
+        answer["received"] = len(received)
+        return answer
+
+    def make_visible(self, trigger: str, *, dead_letter: bool = False) -> None:
+        """Skip the backoff: what SQS does when the visibility timeout runs out."""
+        queue = self.dlq_of(trigger) if dead_letter else self.queue_of(trigger)
+        for m in self.queues._q(queue)["messages"]:
+            m.visible_at = 0
+
+    def messages(self, queue: str) -> list[dict[str, Any]]:
+        return [json.loads(m.body) for m in self.queues._q(queue)["messages"]]

@@ -1,0 +1,200 @@
+"""Delivery behaviour (DESIGN.md §2.3) on in-memory fakes, with a scripted subscriber."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+from chalicelib.ports import HttpResponse
+from tests.functional.harness import Harness
+
+OK = HttpResponse(202, {}, b"")
+TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+def setup(*answers: HttpResponse, **delivery: object) -> Harness:
+    h = Harness(*answers)
+    h.broker()
+    spec = {"delivery": delivery} if delivery else {}
+    h.trigger("tr", filter={"type": "t"}, **spec)
+    return h
+
+
+def test_success_deletes_and_sends_binary_with_headers() -> None:
+    h = setup(OK)
+    h.post(
+        {"ce-specversion": "1.0", "ce-id": "1", "ce-source": "/s", "ce-type": "t",
+         "content-type": "text/plain", "knative-foo": "bar", "traceparent": TRACE},
+        b"payload",
+    )
+    answer = h.deliver_once("tr")
+    assert answer["batchItemFailures"] == [] and answer["received"] == 1
+    assert h.queues.depth(h.queue_of("tr")) == 0
+    sent = h.sender.sent[0]
+    assert sent.url == "http://sub.example/"
+    assert sent.body == b"payload"
+    assert sent.headers["ce-id"] == "1" and sent.headers["content-type"] == "text/plain"
+    assert sent.headers["Prefer"] == "reply" and sent.headers["Kn-Namespace"] == "ns"
+    assert sent.headers["knative-foo"] == "bar"
+    assert "ce-knativebrokerttl" not in sent.headers
+    trace_id = TRACE.split("-")[1]
+    assert sent.headers["traceparent"].split("-")[1] == trace_id
+    assert sent.headers["traceparent"] != TRACE  # a new span for the new hop
+    records = [r for r in h.archive.decoded() if r["kind"] == "delivery"]
+    assert records[0]["outcome"] == "delivered" and records[0]["attempt"] == 1
+
+
+def test_structured_format() -> None:
+    h = setup(OK, format="json")
+    h.send(data=b"x")
+    h.deliver_once("tr")
+    sent = h.sender.sent[0]
+    assert sent.headers["content-type"].startswith("application/cloudevents+json")
+    doc = json.loads(sent.body)
+    assert doc["id"] == "1" and "knativebrokerttl" not in doc
+
+
+@pytest.mark.parametrize("status", [404, 408, 409, 429, 500, 503, None])
+def test_retryable_answers_set_visibility_and_report_failure(status: int | None) -> None:
+    h = setup(HttpResponse(status, {}, b"err"), retry=3, backoffPolicy="exponential",
+              backoffDelay="PT2S")
+    h.send()
+    answer = h.deliver_once("tr")
+    assert len(answer["batchItemFailures"]) == 1
+    message = h.queues._q(h.queue_of("tr"))["messages"][0]
+    assert message.visible_at - h.queues._clock() == pytest.approx(2, abs=0.5)
+
+
+@pytest.mark.parametrize("status", [100, 301, 400, 401, 403, 422])
+def test_non_retryable_answers_dead_letter_at_once(status: int) -> None:
+    body = b'{ "message": "catastrophic failure" }'
+    h = setup(HttpResponse(status, {}, body), retry=5)
+    h.send()
+    answer = h.deliver_once("tr")
+    assert answer["batchItemFailures"] == []
+    assert h.queues.depth(h.queue_of("tr")) == 0
+    [dead] = h.messages(h.dlq_of("tr"))
+    event = dead["event"]
+    assert event["knativeerrordest"] == "http://sub.example/"
+    assert event["knativeerrorcode"] == status
+    assert base64.b64decode(event["knativeerrordata"]) == body
+    assert len(h.sender.sent) == 1
+
+
+def test_exhausted_retries_dead_letter_after_retry_plus_one_attempts() -> None:
+    h = setup(HttpResponse(500, {}, b""), retry=2, backoffPolicy="linear", backoffDelay="PT0S")
+    h.send()
+    for _ in range(3):
+        h.make_visible("tr")
+        h.deliver_once("tr")
+    assert len(h.sender.sent) == 3
+    assert h.queues.depth(h.queue_of("tr")) == 0
+    [dead] = h.messages(h.dlq_of("tr"))
+    assert dead["event"]["knativeerrorcode"] == 500
+    assert dead["event"]["knativeerrordata"] == ""
+    outcomes = [r["outcome"] for r in h.archive.decoded() if r["kind"] == "delivery"]
+    assert outcomes == ["retry", "retry", "dead_lettered"]
+
+
+def test_transport_error_dead_letters_with_500() -> None:
+    h = setup(HttpResponse(None, {}, b"dispatch error: refused", error="ConnectError"), retry=0)
+    h.send()
+    h.deliver_once("tr")
+    [dead] = h.messages(h.dlq_of("tr"))
+    assert dead["event"]["knativeerrorcode"] == 500
+
+
+def test_retry_after_is_honoured_up_to_retry_after_max() -> None:
+    h = setup(HttpResponse(429, {"retry-after": "120"}, b""), retry=3,
+              backoffPolicy="linear", backoffDelay="PT1S", retryAfterMax="PT60S")
+    h.send()
+    h.deliver_once("tr")
+    message = h.queues._q(h.queue_of("tr"))["messages"][0]
+    assert message.visible_at - h.queues._clock() == pytest.approx(60, abs=1)
+
+
+def reply_response(status: int = 200, **attrs: str) -> HttpResponse:
+    headers = {"ce-specversion": "1.0", "ce-id": "r1", "ce-source": "/sub", "ce-type": "reply",
+               "content-type": "text/plain"}
+    headers.update({f"ce-{k}": v for k, v in attrs.items()})
+    return HttpResponse(status, headers, b"reply-data")
+
+
+def test_reply_is_ingested_into_the_same_broker() -> None:
+    h = setup(reply_response())
+    h.trigger("replies", filter={"type": "reply"})
+    h.send()
+    h.deliver_once("tr")
+    [queued] = h.messages(h.queue_of("replies"))
+    assert queued["event"]["id"] == "r1"
+    assert queued["event"]["knativebrokerttl"] == 254  # one reply hop
+    assert [r["outcome"] for r in h.archive.decoded() if r["kind"] == "delivery"] == ["reply"]
+
+
+def test_202_with_an_event_is_not_a_reply() -> None:
+    h = setup(reply_response(202))
+    h.trigger("replies", filter={"type": "reply"})
+    h.send()
+    h.deliver_once("tr")
+    assert h.messages(h.queue_of("replies")) == []
+
+
+def test_invalid_reply_is_a_failure() -> None:
+    h = setup(HttpResponse(200, {"ce-specversion": "1.0", "ce-id": "x"}, b""), retry=1)
+    h.send()
+    assert len(h.deliver_once("tr")["batchItemFailures"]) == 1
+
+
+def test_reply_that_cannot_be_stored_retries_the_original() -> None:
+    h = setup(reply_response(), retry=3)
+    h.trigger("replies", filter={"type": "reply"})
+    h.send()
+    h.queues.fail_next_sends = 100
+    assert len(h.deliver_once("tr")["batchItemFailures"]) == 1
+    h.queues.fail_next_sends = 0
+    h.make_visible("tr")
+    assert h.deliver_once("tr")["batchItemFailures"] == []
+    assert len(h.messages(h.queue_of("replies"))) == 1
+
+
+def test_reply_loop_ends() -> None:
+    h = setup(reply_response(type="t"))  # the reply matches the same trigger again
+    h.send()
+    hops = 0
+    while h.queues.depth(h.queue_of("tr")) and hops < 400:
+        h.deliver_once("tr")
+        hops += 1
+    # Stored TTLs run 255, 254, ..., 1: 255 deliveries; the reply to the last is refused.
+    assert hops == 255
+
+
+def test_dead_letter_sink_receives_without_prefer_reply() -> None:
+    h = setup(HttpResponse(400, {}, b"bad"), OK, retry=0, deadLetterSink={"uri": "http://dls/"})
+    h.send()
+    h.deliver_once("tr")
+    h.deliver_once("tr", dead_letter=True)
+    dls = h.sender.sent[-1]
+    assert dls.url == "http://dls/"
+    assert "Prefer" not in dls.headers
+    assert dls.headers["ce-knativeerrorcode"] == "400"
+    assert h.queues.depth(h.dlq_of("tr")) == 0
+
+
+def test_large_event_is_rehydrated_byte_identical() -> None:
+    h = setup(OK)
+    data = bytes(range(256)) * 4096  # 1 MiB
+    assert h.send(data=data).status == 202
+    h.deliver_once("tr")
+    assert h.sender.sent[0].body == data
+
+
+def test_deleted_trigger_drops_its_pending_events() -> None:
+    h = setup(OK)
+    h.send()
+    queue = h.queue_of("tr")
+    received = h.queues.receive(queue, 10, 0, None)
+    h.container.control_plane.delete_trigger("ns", "tr")
+    assert h.queues.get(queue) is None
+    assert received  # they were in flight; delivery drops them on purpose (Knative allows it)
