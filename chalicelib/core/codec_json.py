@@ -51,7 +51,7 @@ def parse_json(body: bytes) -> Any:
     """Strict RFC 8259 parse of UTF-8 bytes; ``ValueError`` with a short reason otherwise."""
     if _fast_loads is not None:
         try:
-            return _fast_loads(body, allow_inf_nan=False)
+            return _fast_loads(body, allow_inf_nan=False, cache_strings="keys")
         except ValueError:
             pass
     return parse_json_stdlib(body)
