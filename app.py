@@ -12,8 +12,26 @@ from chalicelib.core.errors import BrokerError
 from chalicelib.http_errors import json_response, problem_from
 
 app = Chalice(app_name=APP_NAME)
-# Every body reaches the ingress as the exact bytes sent (API Gateway base64-encodes them).
-app.api.binary_types = ["*/*"]
+# API Gateway passes bodies of these media types to Lambda base64-encoded, so binary event data
+# arrives byte-exact; other (text) types arrive as UTF-8 text. Not "*/*": then every *response*
+# would be binary too, and API Gateway answers clients without an Accept header with base64 text.
+app.api.binary_types = sorted(
+    set(app.api.binary_types)
+    | {
+        "application/octet-stream",
+        "application/avro",
+        "avro/binary",
+        "application/protobuf",
+        "application/x-protobuf",
+        "application/vnd.google.protobuf",
+        "application/cbor",
+        "application/msgpack",
+        "application/x-msgpack",
+        "application/gzip",
+        "application/pdf",
+        "image/webp",
+    }
+)
 
 _SETTINGS = Settings.from_env()
 # Control plane: IAM (SigV4) when deployed, open on loopback in local mode (DESIGN.md §5).
