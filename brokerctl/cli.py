@@ -1,9 +1,22 @@
-"""Argument parsing for brokerctl; each sub-command calls one function."""
+"""Argument parsing for brokerctl; each sub-command calls one function.
+
+One ``add_*_parser(sub)`` per command group; ``build_parser()`` is the entry. API commands take
+``--url``, ``-n/--namespace``, ``--sigv4`` and ``-o json|yaml`` before or after the command.
+Exit codes: 0 ok, 1 API error (or broker unreachable), 2 usage error.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
+from typing import Any
+
+from brokerctl.commands_broker import add_broker_parser
+from brokerctl.commands_common import connection_options
+from brokerctl.commands_dlq import add_dlq_parser
+from brokerctl.commands_metrics import add_metrics_parser
+from brokerctl.commands_send import add_send_parser
+from brokerctl.commands_trigger import add_trigger_parser
 
 
 def _dev(args: argparse.Namespace) -> int:
@@ -26,22 +39,36 @@ def _event_display(args: argparse.Namespace) -> int:
     return run_event_display(args.host, args.port)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="brokerctl", description=__doc__)
-    sub = parser.add_subparsers(dest="command")
-
+def add_dev_parser(sub: Any) -> None:
     dev = sub.add_parser("dev", help="run the broker in local mode (embedded AWS endpoint)")
     dev.add_argument("--host", default="127.0.0.1")
     dev.add_argument("--port", type=int, default=int(os.environ.get("BROKER_PORT", "8080")))
-    dev.add_argument(
-        "--aws-port", type=int, default=int(os.environ.get("BROKER_AWS_PORT", "4566"))
-    )
+    dev.add_argument("--aws-port", type=int, default=int(os.environ.get("BROKER_AWS_PORT", "4566")))
     dev.add_argument("--reconcile-interval", type=float, default=30.0, help="seconds")
     dev.add_argument("--cache-ttl", type=float, default=None, help="ingress cache TTL, seconds")
     dev.set_defaults(func=_dev)
 
+
+def add_event_display_parser(sub: Any) -> None:
     display = sub.add_parser("event-display", help="a subscriber that prints the events it gets")
     display.add_argument("--host", default="127.0.0.1")
     display.add_argument("--port", type=int, default=8081)
     display.set_defaults(func=_event_display)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="brokerctl",
+        description="The command line for the Serverless Broker (in the spirit of kn).",
+        epilog="Exit codes: 0 ok, 1 API error or broker unreachable, 2 usage error.",
+        parents=[connection_options(top_level=True)],
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    add_broker_parser(sub)
+    add_trigger_parser(sub)
+    add_send_parser(sub)
+    add_dlq_parser(sub)
+    add_metrics_parser(sub)
+    add_dev_parser(sub)
+    add_event_display_parser(sub)
     return parser

@@ -1,0 +1,170 @@
+"""``brokerctl trigger create|list|describe|update|delete``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from brokerctl import output
+from brokerctl.client import BrokerClient, UsageError
+from brokerctl.commands_common import (
+    apply_delivery,
+    command,
+    connection_options,
+    delivery_options,
+    key_value,
+    show,
+    wait_options,
+    wait_ready,
+)
+
+
+def filter_change(text: str) -> tuple[str, str | None]:
+    """``key=value`` sets a filter attribute; ``key-`` removes it (as ``kn trigger update``)."""
+    if "=" not in text and text.endswith("-") and len(text) > 1:
+        return text[:-1], None
+    return key_value(text)
+
+
+def add_trigger_parser(sub: Any) -> None:
+    conn = connection_options()
+    trigger = sub.add_parser("trigger", help="manage triggers")
+    verbs = trigger.add_subparsers(dest="verb", metavar="VERB", required=True)
+
+    create = verbs.add_parser("create", parents=[conn], help="create a trigger")
+    create.add_argument("name")
+    create.add_argument("--broker", default="default", help="broker name (default: default)")
+    create.add_argument(
+        "--filter",
+        type=key_value,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="exact match on a CloudEvent attribute, repeatable (AND); KEY= means present",
+    )
+    create.add_argument("--sink", required=True, metavar="URI", help="subscriber URI")
+    delivery_options(create)
+    wait_options(create, "trigger")
+    create.set_defaults(func=command(_create))
+
+    ls = verbs.add_parser("list", parents=[conn], help="list triggers")
+    ls.add_argument("--broker", help="only the triggers of this broker")
+    ls.set_defaults(func=command(_list))
+
+    describe = verbs.add_parser("describe", parents=[conn], help="show a trigger and its status")
+    describe.add_argument("name")
+    describe.set_defaults(func=command(_describe))
+
+    update = verbs.add_parser(
+        "update",
+        parents=[conn],
+        help="change a trigger's filter, sink or delivery",
+        description="Fields not named keep their values. A trigger's delivery replaces its "
+        "broker's as a whole (no per-field merge).",
+    )
+    update.add_argument("name")
+    update.add_argument(
+        "--filter",
+        type=filter_change,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE|KEY-",
+        help="set a filter attribute, or remove it with KEY-; repeatable",
+    )
+    update.add_argument("--sink", metavar="URI", help="subscriber URI")
+    delivery_options(update)
+    wait_options(update, "trigger")
+    update.set_defaults(func=command(_update))
+
+    delete = verbs.add_parser("delete", parents=[conn], help="delete a trigger")
+    delete.add_argument("name")
+    delete.set_defaults(func=command(_delete))
+
+
+def trigger_body(args: argparse.Namespace) -> dict[str, Any]:
+    spec: dict[str, Any] = {"broker": args.broker, "subscriber": {"uri": args.sink}}
+    if args.filter:
+        spec["filter"] = {"attributes": dict(args.filter)}
+    delivery = apply_delivery(args, None)
+    if delivery:
+        spec["delivery"] = delivery
+    return {
+        "apiVersion": "eventing.knative.dev/v1",
+        "kind": "Trigger",
+        "metadata": {"name": args.name},
+        "spec": spec,
+    }
+
+
+def updated_body(current: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """The stored trigger with the command line's changes; server-owned fields left out."""
+    spec = dict(current.get("spec") or {})
+    if args.filter:
+        attributes = dict((spec.get("filter") or {}).get("attributes") or {})
+        for key, value in args.filter:
+            if value is None:
+                attributes.pop(key, None)
+            else:
+                attributes[key] = value
+        spec["filter"] = {**(spec.get("filter") or {}), "attributes": attributes}
+    if args.sink is not None:
+        spec["subscriber"] = {**(spec.get("subscriber") or {}), "uri": args.sink}
+    delivery = apply_delivery(args, spec.get("delivery"))
+    if delivery:
+        spec["delivery"] = delivery
+    meta = current.get("metadata") or {}
+    metadata = {k: meta[k] for k in ("name", "labels", "annotations") if k in meta}
+    body = {"apiVersion": current.get("apiVersion"), "kind": current.get("kind")}
+    return {**body, "metadata": metadata, "spec": spec}
+
+
+def _wait(args: argparse.Namespace, client: BrokerClient, doc: Any) -> Any:
+    if not args.wait:
+        return doc
+    return wait_ready(
+        lambda: client.get(client.path("triggers", args.name)),
+        f"trigger {args.name!r}",
+        args.wait_timeout,
+    )
+
+
+def _create(args: argparse.Namespace, client: BrokerClient) -> None:
+    doc = _wait(args, client, client.post(client.path("triggers"), trigger_body(args)))
+    ns = client.target.namespace
+    show(args, doc, lambda: output.say(f"Trigger {args.name!r} created in namespace {ns!r}."))
+
+
+def _list(args: argparse.Namespace, client: BrokerClient) -> None:
+    doc = client.get(client.path("triggers"))
+    if args.broker:
+        items = [
+            t for t in doc.get("items") or [] if (t.get("spec") or {}).get("broker") == args.broker
+        ]
+        doc = {**doc, "items": items}
+    show(args, doc, lambda: output.trigger_table(doc.get("items") or [], client.target.namespace))
+
+
+def _describe(args: argparse.Namespace, client: BrokerClient) -> None:
+    doc = client.get(client.path("triggers", args.name))
+    show(args, doc, lambda: output.describe_trigger(doc))
+
+
+def _update(args: argparse.Namespace, client: BrokerClient) -> None:
+    if not (args.filter or args.sink is not None or apply_delivery(args, None)):
+        raise UsageError("nothing to update: give --filter, --sink or a delivery option")
+    body = updated_body(client.get(client.path("triggers", args.name)), args)
+    doc = _wait(args, client, client.put(client.path("triggers", args.name), body))
+    ns = client.target.namespace
+    show(args, doc, lambda: output.say(f"Trigger {args.name!r} updated in namespace {ns!r}."))
+
+
+def _delete(args: argparse.Namespace, client: BrokerClient) -> None:
+    doc = client.delete(client.path("triggers", args.name))
+    discarded = int(((doc or {}).get("details") or {}).get("deadLettersDiscarded") or 0)
+    if discarded > 0:
+        output.warn(
+            f"{discarded} dead-lettered event(s) of trigger {args.name!r} were discarded "
+            "with its dead-letter queue"
+        )
+    ns = client.target.namespace
+    show(args, doc, lambda: output.say(f"Trigger {args.name!r} deleted in namespace {ns!r}."))
