@@ -1,0 +1,325 @@
+"""Deploy a stage to AWS in one command, or remove it, or build the package pipelines deploy.
+
+    python -m infra.deploy --stage prod [--region eu-west-1] [--alarm-email ops@example.com]
+    python -m infra.deploy --stage prod --destroy [--delete-data]
+    python -m infra.deploy --stage prod --package-only [--out build/package-prod]
+
+Deploy: the shared stack (infra/template.yaml) is created or updated and followed to completion;
+its outputs become the stage's environment (build/chalice-<stage>/, see infra/chalice_project.py);
+`chalice deploy` runs there; the metrics job's script and spark_glue.zip are uploaded to the
+script location; the ingress base URL is printed. Chalice's record of what it deployed is kept in
+the metrics bucket (deploy/), so a teammate's next deploy updates the same functions and API.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from infra import chalice_project, stack
+from infra.cfn import TEMPLATE_PATH, Resolver, load_template
+
+REPO = chalice_project.REPO
+APP_NAME = "serverless-broker"
+GLUE_PREFIX = "glue/"
+STATE_PREFIX = "deploy/"
+
+
+def stack_name(stage: str) -> str:
+    return f"{APP_NAME}-{stage}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.stage == "local":
+        print(
+            "the local stage runs on your machine (make run); pick another stage", file=sys.stderr
+        )
+        return 2
+    try:
+        if args.package_only:
+            package(
+                args.stage,
+                args.region,
+                Path(args.out or REPO / "build" / f"package-{args.stage}"),
+                args.public_url,
+            )
+        elif args.destroy:
+            destroy(_session(args), args.stage, delete_data=args.delete_data)
+        else:
+            deploy(_session(args), args.stage, _parameters(args), args.public_url)
+    except (stack.StackError, subprocess.CalledProcessError, KeyError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+# ---------------------------------------------------------------------------------------- deploy
+def deploy(session: Any, stage: str, parameters: dict[str, str], public_url: str | None) -> str:
+    template = load_template()
+    config = chalice_project.load_config()
+    chalice_project.stage_functions(config, stage)  # fails early on an unknown stage
+    region = session.region_name
+    account = session.client("sts").get_caller_identity()["Account"]
+    print(f"account {account}, region {region}, stage {stage}")
+
+    cfn = session.client("cloudformation")
+    name = stack_name(stage)
+    stack.deploy(
+        cfn,
+        name,
+        TEMPLATE_PATH.read_text(encoding="utf-8"),
+        {"Stage": stage, **parameters},
+        tags={"app": APP_NAME, "stage": stage},
+    )
+    outputs = stack.outputs(cfn, name)
+    resolver = Resolver(
+        template,
+        {"Stage": stage},
+        account_id=account,
+        region=region,
+        stack_name=name,
+        imports=stack.exports(cfn, name),
+    )
+    project = REPO / "build" / f"chalice-{stage}"
+    s3 = session.client("s3")
+    state_key = f"{STATE_PREFIX}chalice-{stage}.json"
+    _fetch_state(s3, outputs["MetricsBucketName"], state_key, project, stage)
+    url = public_url or _deployed_url(project, stage)
+
+    environment = chalice_project.stage_environment(template, outputs)
+    for attempt in (1, 2):
+        if url:
+            environment["BROKER_PUBLIC_URL"] = url.rstrip("/")
+        chalice_project.prepare(project, stage, environment, resolver)
+        _chalice(project, region, session.profile_name, "deploy", "--stage", stage)
+        _store_state(s3, outputs["MetricsBucketName"], state_key, project, stage)
+        deployed = _deployed_url(project, stage)
+        if public_url or attempt == 2 or (url or "").rstrip("/") == (deployed or "").rstrip("/"):
+            break
+        # First deploy: the API's URL exists only now; the functions need it to answer with
+        # their own address (status.address.url), so deploy once more with it.
+        print(f"setting BROKER_PUBLIC_URL={deployed} and updating the functions")
+        url = deployed
+
+    upload_glue(s3, outputs)
+    base = (public_url or _deployed_url(project, stage) or "").rstrip("/")
+    print()
+    print(f"ingress base URL: {base}/<namespace>/<broker>")
+    print(f"control plane:    {base}/apis/eventing.knative.dev/v1/namespaces/<namespace>/brokers")
+    console = f"https://{region}.console.aws.amazon.com/cloudwatch/home?region={region}"
+    print(f"dashboard:        {console}#dashboards:name={outputs['DashboardName']}")
+    print(f"metrics job:      {outputs['GlueJobName']} -> {outputs['MetricsLocation']}")
+    return base
+
+
+def upload_glue(s3: Any, outputs: dict[str, str], source: Path = REPO / "spark_glue") -> None:
+    """Uploads the job script and the package it imports to the job's script location."""
+    script = source / "job.py"
+    if not script.is_file():
+        raise FileNotFoundError(f"{script} is missing; the metrics job cannot be uploaded")
+    bucket = outputs["MetricsBucketName"]
+    s3.put_object(Bucket=bucket, Key=f"{GLUE_PREFIX}job.py", Body=script.read_bytes())
+    s3.put_object(Bucket=bucket, Key=f"{GLUE_PREFIX}spark_glue.zip", Body=spark_glue_zip(source))
+    print(f"uploaded {outputs['GlueScriptLocation']} and {outputs['GlueExtraPyFiles']}")
+
+
+def spark_glue_zip(source: Path) -> bytes:
+    """The spark_glue package as --extra-py-files wants it: the package directory at the top."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(source.rglob("*.py")):
+            if "__pycache__" not in path.parts:
+                zf.write(path, Path(source.name) / path.relative_to(source))
+    return buf.getvalue()
+
+
+# --------------------------------------------------------------------------------------- destroy
+def destroy(session: Any, stage: str, *, delete_data: bool = False) -> None:
+    """Removes the functions, the API, the run-time queues and mappings, then the stack.
+
+    The table, the archive and the metrics bucket are retained by the stack (DeletionPolicy);
+    ``delete_data`` deletes them as well, after the stack.
+    """
+    cfn = session.client("cloudformation")
+    name = stack_name(stage)
+    outputs = stack.outputs(cfn, name) if stack.describe(cfn, name) else {}
+    project = REPO / "build" / f"chalice-{stage}"
+    s3 = session.client("s3")
+    state_key = f"{STATE_PREFIX}chalice-{stage}.json"
+    if outputs:
+        _fetch_state(s3, outputs["MetricsBucketName"], state_key, project, stage)
+        _delete_mappings(session.client("lambda"), load_template(), stage)
+    if (project / ".chalice" / "deployed" / f"{stage}.json").is_file():
+        chalice_project.copy_app(project)  # a fresh clone has no build/ yet
+        _chalice(project, session.region_name, session.profile_name, "delete", "--stage", stage)
+        if outputs:
+            _store_state(s3, outputs["MetricsBucketName"], state_key, project, stage)
+    if outputs:
+        _delete_queues(session.client("sqs"), outputs["QueuePrefix"])
+        _empty_bucket(s3, outputs["ClaimBucketName"])
+    stack.delete(cfn, name)
+    retained = [
+        ("table", outputs.get("TableName")),
+        ("bucket", outputs.get("ArchiveBucketName")),
+        ("bucket", outputs.get("MetricsBucketName")),
+    ]
+    for kind, resource in retained:
+        if not resource:
+            continue
+        if not delete_data:
+            print(f"kept {kind} {resource} (its data outlives the stack; --delete-data removes it)")
+        elif kind == "table":
+            session.client("dynamodb").delete_table(TableName=resource)
+            print(f"deleted table {resource}")
+        else:
+            _empty_bucket(s3, resource)
+            s3.delete_bucket(Bucket=resource)
+            print(f"deleted bucket {resource}")
+
+
+def _delete_mappings(lam: Any, template: dict[str, Any], stage: str) -> None:
+    """The mappings the control plane created at run time (neither Chalice nor the stack knows)."""
+    for function in template["Metadata"]["ServerlessBroker"]["MappingTargets"]:
+        fn = f"{APP_NAME}-{stage}-{function}"
+        try:
+            pages = lam.get_paginator("list_event_source_mappings").paginate(FunctionName=fn)
+            for page in pages:
+                for mapping in page.get("EventSourceMappings", []):
+                    lam.delete_event_source_mapping(UUID=mapping["UUID"])
+                    print(f"deleted mapping {mapping['UUID']} -> {fn}")
+        except lam.exceptions.ResourceNotFoundException:
+            continue
+
+
+def _delete_queues(sqs: Any, prefix: str) -> None:
+    from chalicelib.core.names import is_owned_queue
+
+    for page in sqs.get_paginator("list_queues").paginate(QueueNamePrefix=prefix):
+        for url in page.get("QueueUrls", []):
+            if is_owned_queue(prefix, url.rsplit("/", 1)[-1]):
+                sqs.delete_queue(QueueUrl=url)
+                print(f"deleted queue {url.rsplit('/', 1)[-1]}")
+
+
+def _empty_bucket(s3: Any, bucket: str) -> None:
+    for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
+        keys = [
+            {"Key": v["Key"], "VersionId": v["VersionId"]}
+            for v in page.get("Versions", []) + page.get("DeleteMarkers", [])
+        ]
+        if keys:
+            s3.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
+
+
+# --------------------------------------------------------------------------------------- package
+def package(stage: str, region: str | None, out: Path, public_url: str | None) -> Path:
+    """``chalice package`` for pipelines, patched to import the shared stack's exports.
+
+    Needs no AWS access: deploy the shared stack first (same stage), then deploy ``out/sam.json``
+    with `aws cloudformation package` and `aws cloudformation deploy --capabilities CAPABILITY_IAM`.
+    """
+    config = chalice_project.load_config()
+    chalice_project.stage_functions(config, stage)
+    out.mkdir(parents=True, exist_ok=True)
+    _chalice(REPO, region or "us-east-1", None, "package", "--stage", stage, str(out))
+    sam_path = out / "sam.json"
+    sam = json.loads(sam_path.read_text(encoding="utf-8"))
+    patched = chalice_project.patch_package(sam, config, stage, load_template(), public_url)
+    sam_path.write_text(json.dumps(patched, indent=2) + "\n")
+    print(f"package: {sam_path} (+ deployment.zip)")
+    return sam_path
+
+
+# ---------------------------------------------------------------------------------------- chalice
+def _chalice(project: Path, region: str | None, profile: str | None, *args: str) -> None:
+    env = dict(os.environ)
+    if region:
+        env["AWS_DEFAULT_REGION"] = region
+    command = [sys.executable, "-c", "import sys; from chalice.cli import main; sys.exit(main())"]
+    command += ["--project-dir", str(project)]
+    if profile and profile != "default":
+        command += ["--profile", profile]
+    where = project.relative_to(REPO) if project.is_relative_to(REPO) else project
+    print(f"$ chalice {' '.join(args)}  (in {where})")
+    subprocess.run([*command, *args], check=True, env=env)
+
+
+def _deployed_url(project: Path, stage: str) -> str | None:
+    path = project / ".chalice" / "deployed" / f"{stage}.json"
+    if not path.is_file():
+        return None
+    for resource in json.loads(path.read_text(encoding="utf-8")).get("resources", []):
+        if resource.get("resource_type") == "rest_api":
+            return str(resource["rest_api_url"])
+    return None
+
+
+def _fetch_state(s3: Any, bucket: str, key: str, project: Path, stage: str) -> None:
+    path = project / ".chalice" / "deployed" / f"{stage}.json"
+    try:
+        body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+    except s3.exceptions.NoSuchKey:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(body)
+
+
+def _store_state(s3: Any, bucket: str, key: str, project: Path, stage: str) -> None:
+    path = project / ".chalice" / "deployed" / f"{stage}.json"
+    if path.is_file():
+        s3.put_object(Bucket=bucket, Key=key, Body=path.read_bytes())
+
+
+# ------------------------------------------------------------------------------------------- cli
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m infra.deploy", description=__doc__.split("\n")[0])
+    p.add_argument("--stage", required=True, help="Chalice stage (prod, ...; not local)")
+    p.add_argument("--region", help="AWS region (default: your profile's)")
+    p.add_argument("--profile", help="AWS profile")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--destroy", action="store_true", help="remove the stage from AWS")
+    mode.add_argument("--package-only", action="store_true", help="build the pipeline package")
+    p.add_argument(
+        "--delete-data", action="store_true", help="with --destroy: table and buckets too"
+    )
+    p.add_argument("--out", help="with --package-only: output directory")
+    p.add_argument("--public-url", help="the broker's public base URL (a custom domain)")
+    p.add_argument("--alarm-email", help="subscribe this address to the alarms")
+    p.add_argument("--glue-workers", type=int, help="G.1X workers of the metrics job")
+    p.add_argument("--kafka-cluster", help="MSK cluster name kafka_ingress may read")
+    p.add_argument(
+        "--parameter", action="append", default=[], metavar="KEY=VALUE", help="any stack parameter"
+    )
+    return p
+
+
+def _parameters(args: argparse.Namespace) -> dict[str, str]:
+    params = dict(item.split("=", 1) for item in args.parameter)
+    if args.alarm_email is not None:
+        params["AlarmEmail"] = args.alarm_email
+    if args.glue_workers is not None:
+        params["GlueWorkers"] = str(args.glue_workers)
+    if args.kafka_cluster is not None:
+        params["KafkaClusterName"] = args.kafka_cluster
+    return params
+
+
+def _session(args: argparse.Namespace) -> Any:
+    import boto3
+
+    session = boto3.Session(profile_name=args.profile, region_name=args.region)
+    if not session.region_name:
+        raise SystemExit("no region: pass --region or set AWS_REGION / a profile region")
+    return session
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,156 @@
+"""`chalice package --stage prod`: the CloudFormation pipelines deploy, linted and inspected.
+
+Two builds: the raw output (what any `chalice package` gives) and the output of
+`python -m infra.deploy --package-only` (function names fixed, shared-stack values imported).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from chalice.utils import to_cfn_resource_name
+
+from infra import deploy
+from infra.cfn import Resolver
+from tests.infra.conftest import REPO, STAGE
+from tests.infra.test_template_lint import lint
+
+pytestmark = pytest.mark.slow
+
+MAX_UNZIPPED_BYTES = 20 * 1024 * 1024
+FORBIDDEN_TOP_LEVEL = {"tests", "spark_glue", "benchmarks", "brokerctl", "infra", "pyspark"}
+CHALICE = "import sys; from chalice.cli import main; sys.exit(main())"
+
+
+def _clean_env() -> dict[str, str]:
+    # As a pipeline runs it: no broker settings in the environment, only a region.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("BROKER_", "AWS_ENDPOINT"))}
+    env["AWS_DEFAULT_REGION"] = "us-east-1"
+    return env
+
+
+@pytest.fixture(scope="module")
+def raw_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("chalice-package")
+    subprocess.run(
+        [sys.executable, "-c", CHALICE, "package", "--stage", STAGE, str(out)],
+        cwd=REPO,
+        env=_clean_env(),
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return out
+
+
+@pytest.fixture(scope="module")
+def pipeline_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("pipeline-package")
+    deploy.package(STAGE, "us-east-1", out, public_url="https://events.example.com")
+    return out
+
+
+def _sam(out: Path) -> dict[str, Any]:
+    return json.loads((out / "sam.json").read_text())
+
+
+def _functions(sam: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {k: v for k, v in sam["Resources"].items() if v["Type"] == "AWS::Serverless::Function"}
+
+
+def _logical_id(function: str) -> str:
+    return "APIHandler" if function == "api_handler" else to_cfn_resource_name(function)
+
+
+@pytest.mark.parametrize("which", ["raw_package", "pipeline_package"])
+def test_package_passes_cfn_lint(which: str, request: pytest.FixtureRequest) -> None:
+    out: Path = request.getfixturevalue(which)
+    assert lint(out / "sam.json") == []
+
+
+def test_lambda_zip_is_small_and_holds_no_test_or_spark_code(raw_package: Path) -> None:
+    with zipfile.ZipFile(raw_package / "deployment.zip") as zf:
+        infos = zf.infolist()
+    names = [i.filename for i in infos]
+    assert sum(i.file_size for i in infos) < MAX_UNZIPPED_BYTES
+    assert "app.py" in names
+    assert any(n.startswith("chalicelib/") for n in names)
+    tops = {n.split("/", 1)[0] for n in names}
+    assert tops & FORBIDDEN_TOP_LEVEL == set()
+    assert not [n for n in names if "pyspark" in n.lower()]
+
+
+def test_app_defines_exactly_the_configured_functions(
+    raw_package: Path, chalice_config: dict[str, Any], template: dict[str, Any]
+) -> None:
+    configured = set(chalice_config["stages"][STAGE]["lambda_functions"])
+    declared = set(template["Metadata"]["ServerlessBroker"]["Functions"])
+    assert configured == declared
+    assert set(_functions(_sam(raw_package))) == {_logical_id(f) for f in configured}
+
+
+def test_functions_get_their_settings_and_policy(
+    raw_package: Path, chalice_config: dict[str, Any], policy_files: dict[str, dict]
+) -> None:
+    sam = _sam(raw_package)
+    for function, spec in chalice_config["stages"][STAGE]["lambda_functions"].items():
+        resource = sam["Resources"].get(_logical_id(function))
+        if resource is None:
+            continue  # reported by test_app_defines_exactly_the_configured_functions
+        props = resource["Properties"]
+        assert props["MemorySize"] == spec["lambda_memory_size"]
+        assert props["Timeout"] == spec["lambda_timeout"]
+        assert props.get("ReservedConcurrentExecutions") == spec.get("reserved_concurrency")
+        role = sam["Resources"][props["Role"]["Fn::GetAtt"][0]]["Properties"]
+        assert [p["PolicyDocument"] for p in role["Policies"]] == [policy_files[function]]
+
+
+def test_control_plane_routes_require_iam_and_data_plane_routes_do_not(
+    raw_package: Path,
+) -> None:
+    api = _sam(raw_package)["Resources"]["RestAPI"]["Properties"]
+    assert api["EndpointConfiguration"] == "REGIONAL"
+    swagger = api["DefinitionBody"]
+    assert any(p.startswith("/apis/") for p in swagger["paths"])
+    for path, methods in swagger["paths"].items():
+        for method, spec in methods.items():
+            if method == "options" or not isinstance(spec, dict):
+                continue
+            schemes = {name for s in spec.get("security", []) for name in s}
+            if path.startswith("/apis/"):
+                assert schemes == {"sigv4"}, f"{method.upper()} {path} is not IAM-authorised"
+            else:
+                assert schemes == set(), f"{method.upper()} {path} should be open"
+    assert swagger["securityDefinitions"]["sigv4"]["x-amazon-apigateway-authtype"] == "awsSigv4"
+
+
+def test_pipeline_package_names_functions_and_imports_the_shared_stack(
+    pipeline_package: Path,
+    chalice_config: dict[str, Any],
+    template: dict[str, Any],
+    resolver: Resolver,
+) -> None:
+    exports = set(resolver.exports())
+    for logical_id, resource in _functions(_sam(pipeline_package)).items():
+        props = resource["Properties"]
+        function = next(
+            f
+            for f in ["api_handler", *chalice_config["stages"][STAGE]["lambda_functions"]]
+            if _logical_id(f) == logical_id
+        )
+        assert props["FunctionName"] == f"serverless-broker-{STAGE}-{function}"
+        variables = props["Environment"]["Variables"]
+        imported = {v["Fn::ImportValue"] for v in variables.values() if isinstance(v, dict)}
+        assert imported <= exports
+        assert {"BROKER_ARCHIVE_BUCKET", "BROKER_CLAIM_BUCKET"} <= {
+            k for k, v in variables.items() if isinstance(v, dict)
+        }
+        assert variables["BROKER_PUBLIC_URL"] == "https://events.example.com"
+        assert variables["BROKER_LOCAL_MODE"] == "false"

@@ -1,0 +1,284 @@
+"""Least privilege, checked on every IAM policy we write: the template's roles and resource
+policies, and the functions' policy files (.chalice/policy-prod-*.json), resolved for prod.
+
+Rules for Allow statements: no wildcard in an action, no NotAction/NotResource, and a resource
+with a wildcard only when ALLOWLIST names that exact resource, for those actions, with a reason.
+Deny statements may use wildcards (they only take permissions away) but must be conditional.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from infra.cfn import Resolver
+from tests.infra.conftest import ACCOUNT, REGION, STAGE
+
+_A = f"arn:aws:{{service}}:{REGION}:{ACCOUNT}"
+_SUFFIX = f"{ACCOUNT}-{REGION}"
+ARCHIVE = f"arn:aws:s3:::serverless-broker-{STAGE}-archive-{_SUFFIX}"
+CLAIMS = f"arn:aws:s3:::serverless-broker-{STAGE}-claims-{_SUFFIX}"
+METRICS = f"arn:aws:s3:::serverless-broker-{STAGE}-metrics-{_SUFFIX}"
+SQS = _A.format(service="sqs")
+LOGS = _A.format(service="logs")
+LAMBDA = _A.format(service="lambda")
+KAFKA = _A.format(service="kafka")
+FUNCTIONS = ("api_handler", "delivery", "dead_letter", "reconciler", "kafka_ingress")
+QUEUE_RW = {
+    "sqs:ChangeMessageVisibility", "sqs:CreateQueue", "sqs:DeleteMessage", "sqs:DeleteQueue",
+    "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:PurgeQueue", "sqs:ReceiveMessage",
+    "sqs:SendMessage", "sqs:SetQueueAttributes",
+}  # fmt: skip
+ENI = {
+    "ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface", "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets", "ec2:DescribeVpcs",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Allowed:
+    actions: frozenset[str]
+    reason: str
+
+
+def _allow(actions: set[str] | str, reason: str) -> Allowed:
+    return Allowed(frozenset({actions} if isinstance(actions, str) else actions), reason)
+
+
+ALLOWLIST: dict[str, Allowed] = {
+    # ---- run-time resources whose names exist only at run time
+    f"{SQS}:sb-{STAGE}-*": _allow(
+        QUEUE_RW,
+        "per-trigger queues and DLQs are created by the control plane at run time; the stage's "
+        "queue prefix is the narrowest name known in advance",
+    ),
+    f"{SQS}:sb-{STAGE}-*-dlq": _allow(
+        {
+            "sqs:ChangeMessageVisibility",
+            "sqs:DeleteMessage",
+            "sqs:GetQueueAttributes",
+            "sqs:GetQueueUrl",
+            "sqs:ReceiveMessage",
+        },
+        "the dead-letter function reads only the per-trigger DLQs (prefix + -dlq suffix)",
+    ),
+    f"{SQS}:*": _allow(
+        "sqs:ListQueues",
+        "ListQueues authorises against the account's queue namespace (arn:...:sqs:region:"
+        "account:*), not a queue; it returns URLs only, and the code filters by prefix",
+    ),
+    f"{LAMBDA}:event-source-mapping:*": _allow(
+        {
+            "lambda:GetEventSourceMapping",
+            "lambda:UpdateEventSourceMapping",
+            "lambda:DeleteEventSourceMapping",
+        },
+        "mapping ARNs end in a UUID Lambda assigns; update/delete are further limited by the "
+        "lambda:FunctionArn condition to our three mapping targets",
+    ),
+    "*": _allow(
+        {
+            "lambda:CreateEventSourceMapping",
+            "lambda:ListEventSourceMappings",
+            "cloudwatch:PutMetricData",
+            *ENI,
+        },
+        "actions with no resource-level permissions: CreateEventSourceMapping (limited by the "
+        "lambda:FunctionArn condition), ListEventSourceMappings (read-only), PutMetricData "
+        "(limited to the Glue namespace by condition), and the ENI actions Lambda needs to reach "
+        "a Kafka cluster inside a VPC (AWSLambdaVPCAccessExecutionRole uses * as well)",
+    ),
+    # ---- objects under a prefix of our own buckets
+    f"{CLAIMS}/claims/*": _allow(
+        {"s3:GetObject", "s3:PutObject"}, "claim-check payloads, one object per large event"
+    ),
+    f"{ARCHIVE}/archive/*": _allow(
+        {"s3:AbortMultipartUpload", "s3:GetObject", "s3:PutObject"},
+        "Firehose writes hourly archive objects with generated names; the Glue job reads them",
+    ),
+    f"{ARCHIVE}/archive-errors/*": _allow(
+        {"s3:AbortMultipartUpload", "s3:GetObject", "s3:PutObject"},
+        "Firehose writes records it could not deliver under the error prefix",
+    ),
+    f"{METRICS}/glue/*": _allow("s3:GetObject", "the job script and spark_glue.zip"),
+    f"{METRICS}/metrics/*": _allow(
+        {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"},
+        "the job rewrites its Parquet partitions, summary.json and report.html",
+    ),
+    f"{METRICS}/glue-temp/*": _allow(
+        {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}, "Glue's scratch space (--TempDir)"
+    ),
+    # ---- log streams inside named log groups (stream names are generated)
+    **{
+        f"{LOGS}:log-group:/aws/lambda/serverless-broker-{STAGE}-{fn}:*": _allow(
+            {"logs:CreateLogStream", "logs:PutLogEvents"},
+            "the function's own log group (created by the stack); Lambda names the streams",
+        )
+        for fn in FUNCTIONS
+    },
+    **{
+        f"{LOGS}:log-group:/aws-glue/jobs/{group}:*": _allow(
+            {"logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"},
+            "Glue writes job output to these fixed, service-named log groups, a stream per run",
+        )
+        for group in ("output", "error", "logs-v2")
+    },
+    # ---- Kafka: names fixed by the operator, suffixes by the service
+    f"{KAFKA}:cluster/none/*": _allow(
+        {
+            "kafka:DescribeClusterV2",
+            "kafka:GetBootstrapBrokers",
+            "kafka-cluster:Connect",
+            "kafka-cluster:DescribeClusterDynamicConfiguration",
+        },
+        "the named MSK cluster (parameter KafkaClusterName); MSK appends a UUID to its ARN",
+    ),
+    f"{KAFKA}:topic/none/*": _allow(
+        {"kafka-cluster:DescribeTopic", "kafka-cluster:ReadData"},
+        "topics of that cluster: the mappings an operator creates name them",
+    ),
+    f"{KAFKA}:group/none/*": _allow(
+        {"kafka-cluster:AlterGroup", "kafka-cluster:DescribeGroup"},
+        "consumer groups of that cluster (Lambda names them after the mapping)",
+    ),
+    f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:serverless-broker/{STAGE}/kafka/*": _allow(
+        "secretsmanager:GetSecretValue",
+        "SASL credentials for self-managed Kafka under the stage's prefix; Secrets Manager "
+        "appends a random suffix to every secret ARN",
+    ),
+}
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def violations(
+    statements: list[tuple[str, dict[str, Any]]], allowlist: dict[str, Allowed]
+) -> tuple[list[str], set[str]]:
+    """Problems found in ``(where, statement)`` pairs, and the allowlist entries they used."""
+    problems: list[str] = []
+    used: set[str] = set()
+    for where, st in statements:
+        if st.get("Effect") == "Deny":
+            if not st.get("Condition"):
+                problems.append(f"{where}: unconditional Deny {st.get('Sid')}")
+            continue
+        for key in ("NotAction", "NotResource", "NotPrincipal"):
+            if key in st:
+                problems.append(f"{where}: Allow with {key}")
+        actions = [str(a) for a in _as_list(st.get("Action", []))]
+        problems += [f"{where}: wildcard action {a}" for a in actions if "*" in a or "?" in a]
+        principal = st.get("Principal")
+        if principal == "*" or (
+            isinstance(principal, dict) and "*" in _as_list(principal.get("AWS"))
+        ):
+            problems.append(f"{where}: Allow to any principal")
+        for resource in (str(r) for r in _as_list(st.get("Resource", []))):
+            if "*" not in resource and "?" not in resource:
+                continue
+            entry = allowlist.get(resource)
+            if entry is None:
+                problems.append(f"{where}: wildcard resource {resource} is not allowlisted")
+                continue
+            used.add(resource)
+            extra = set(actions) - entry.actions
+            if extra:
+                problems.append(f"{where}: {sorted(extra)} not allowlisted on {resource}")
+    return problems, used
+
+
+def _documents(node: Any, where: str) -> list[tuple[str, dict[str, Any]]]:
+    """Every PolicyDocument under ``node`` (roles' inline policies, bucket and topic policies)."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "PolicyDocument" and isinstance(value, dict):
+                found.append((where, value))
+            else:
+                found += _documents(value, f"{where}.{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            found += _documents(value, f"{where}[{i}]")
+    return found
+
+
+def template_statements(template: dict[str, Any], resolver: Resolver) -> list[tuple[str, dict]]:
+    out = []
+    for logical_id in template["Resources"]:
+        props = resolver.resolve(template["Resources"][logical_id].get("Properties", {}))
+        for where, doc in _documents(props, logical_id):
+            out += [(where, st) for st in doc["Statement"]]
+    return out
+
+
+def file_statements(files: dict[str, dict[str, Any]], resolver: Resolver) -> list[tuple[str, dict]]:
+    out = []
+    for fn, doc in files.items():
+        out += [(f"policy-{STAGE}-{fn}.json", st) for st in resolver.resolve(doc)["Statement"]]
+    return out
+
+
+def test_every_policy_is_least_privilege(
+    template: dict[str, Any], resolver: Resolver, policy_files: dict[str, dict[str, Any]]
+) -> None:
+    statements = template_statements(template, resolver) + file_statements(policy_files, resolver)
+    assert len(statements) > 30  # the walk found the documents
+    problems, used = violations(statements, ALLOWLIST)
+    assert problems == []
+    assert set(ALLOWLIST) - used == set(), "allowlist entries no policy needs any more"
+
+
+def test_every_allowlist_entry_has_a_reason() -> None:
+    assert all(len(entry.reason) > 20 for entry in ALLOWLIST.values())
+
+
+@pytest.mark.parametrize(
+    ("statement", "expected"),
+    [
+        (
+            {"Effect": "Allow", "Action": "s3:*", "Resource": f"{CLAIMS}/claims/*"},
+            "wildcard action",
+        ),
+        ({"Effect": "Allow", "Action": "*", "Resource": "*"}, "wildcard action"),
+        (
+            {"Effect": "Allow", "Action": "s3:GetObject", "Resource": f"{CLAIMS}/*"},
+            "not allowlisted",
+        ),
+        ({"Effect": "Allow", "Action": "sqs:DeleteQueue", "Resource": "*"}, "not allowlisted on"),
+        ({"Effect": "Allow", "NotAction": "iam:*", "Resource": "*"}, "NotAction"),
+        ({"Effect": "Deny", "Action": "s3:*", "Resource": "*"}, "unconditional Deny"),
+        (
+            {"Effect": "Allow", "Principal": "*", "Action": "sns:Publish", "Resource": "x"},
+            "any principal",
+        ),
+    ],
+)
+def test_the_checker_catches(statement: dict[str, Any], expected: str) -> None:
+    problems, _ = violations([("test", statement)], ALLOWLIST)
+    assert any(expected in p for p in problems), problems
+
+
+def test_conditional_wildcards_keep_their_conditions(policy_files: dict[str, dict]) -> None:
+    """The '*' grants that are safe only because of a condition still carry it."""
+    for fn in ("api_handler", "reconciler"):
+        by_sid = {st["Sid"]: st for st in policy_files[fn]["Statement"]}
+        for sid in ("CreateMappings", "ChangeMappings"):
+            targets = by_sid[sid]["Condition"]["StringEquals"]["lambda:FunctionArn"]
+            assert [t["Fn::Sub"].rsplit(":", 1)[-1] for t in targets] == [
+                f"serverless-broker-{STAGE}-{f}"
+                for f in ("delivery", "dead_letter", "kafka_ingress")
+            ]
+
+
+def test_trust_policies_name_one_service(template: dict[str, Any], resolver: Resolver) -> None:
+    roles = [r for r in template["Resources"].values() if r["Type"] == "AWS::IAM::Role"]
+    assert roles
+    for role in roles:
+        doc = resolver.resolve(role["Properties"]["AssumeRolePolicyDocument"])
+        for st in doc["Statement"]:
+            assert st["Action"] == "sts:AssumeRole"
+            assert set(st["Principal"]) == {"Service"}
+            assert str(st["Principal"]["Service"]).endswith(".amazonaws.com")
