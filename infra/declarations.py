@@ -58,6 +58,7 @@ class Declarations:
     queue_prefix: str = ""
     queue_attributes: dict[str, str] = field(default_factory=dict)  # CreateQueue Attributes
     dead_letter_queue_attributes: dict[str, str] = field(default_factory=dict)
+    redrive: dict[str, Any] = field(default_factory=dict)  # maxReceiveCount = retry + 1 + margin
     mapping: dict[str, Any] = field(default_factory=dict)  # CreateEventSourceMapping settings
     environment: dict[str, str] = field(default_factory=dict)  # what the stack tells the app
     metrics_job_arguments: dict[str, str] = field(default_factory=dict)  # Glue DefaultArguments
@@ -123,6 +124,7 @@ def local_declarations(settings: Settings, account_id: str = "123456789012") -> 
         queue_prefix=environment["BROKER_QUEUE_PREFIX"],
         queue_attributes=dict(queues["Queue"]),
         dead_letter_queue_attributes=dict(queues["DeadLetterQueue"]),
+        redrive=dict(queues["Redrive"]),
         mapping=dict(queues["Mapping"]),
         environment=environment,
         metrics_job_arguments=dict(r.properties("MetricsJob")["DefaultArguments"]),

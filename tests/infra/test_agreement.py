@@ -1,0 +1,203 @@
+"""The three descriptions of a deployment agree: infra/template.yaml (what AWS gets),
+.chalice/config.json (what the functions get) and local_declarations() with Settings defaults
+(what local mode creates), down to names, keys, queue and redrive settings and environment."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chalicelib.config import Settings
+from chalicelib.core import reconcile
+from chalicelib.core.resources import CRASH_RECEIVE_MARGIN
+from infra.cfn import Resolver
+from infra.declarations import LOCAL_PARAMETERS, SETTINGS_FIELDS, local_declarations
+from tests.infra.conftest import ACCOUNT, REGION, REPO, STAGE
+
+APP = "serverless-broker"
+
+
+def _meta(template: dict[str, Any]) -> dict[str, Any]:
+    return template["Metadata"]["ServerlessBroker"]
+
+
+def _stage_env(config: dict[str, Any], stage: str) -> dict[str, str]:
+    return {
+        **config.get("environment_variables", {}),
+        **config["stages"][stage]["environment_variables"],
+    }
+
+
+def _template_env(template: dict[str, Any], r: Resolver) -> dict[str, str]:
+    outputs = r.outputs()
+    return {var: str(outputs[out]) for var, out in _meta(template)["Environment"].items()}
+
+
+def test_settings_fields_are_what_config_py_reads() -> None:
+    for var, attr in SETTINGS_FIELDS.items():
+        value = "sb-x-" if var == "BROKER_QUEUE_PREFIX" else f"x-{var.lower()}"
+        assert getattr(Settings.from_env({var: value}), attr) == value, var
+
+
+def test_local_declarations_name_what_settings_defaults_name() -> None:
+    settings = Settings()
+    decl = local_declarations(settings)
+    assert decl.table["TableName"] == settings.table_name
+    assert decl.buckets[:2] == [settings.archive_bucket, settings.claim_bucket]
+    assert decl.stream["DeliveryStreamName"] == settings.archive_stream
+    assert decl.stream["ExtendedS3DestinationConfiguration"]["BucketARN"] == (
+        f"arn:aws:s3:::{settings.archive_bucket}"
+    )
+    assert decl.functions == [
+        settings.delivery_function,
+        settings.dead_letter_function,
+        settings.kafka_function,
+    ]
+    assert decl.queue_prefix == settings.queue_prefix
+    for var, attr in SETTINGS_FIELDS.items():
+        assert decl.environment[var] == str(getattr(settings, attr)), var
+
+
+def test_local_declarations_are_the_template_for_the_local_stage(template: dict) -> None:
+    r = Resolver(template, {"Stage": "local", **LOCAL_PARAMETERS})
+    decl = local_declarations(Settings())
+    assert decl.environment == _template_env(template, r)
+    table = r.properties("Table")
+    assert decl.table == {k: table[k] for k in decl.table}
+    assert decl.table_ttl_attribute == table["TimeToLiveSpecification"]["AttributeName"]
+    assert decl.table_point_in_time_recovery is True
+    stream = r.properties("ArchiveStream")["ExtendedS3DestinationConfiguration"]
+    for key, value in decl.stream["ExtendedS3DestinationConfiguration"].items():
+        assert stream[key] == value, key
+    assert decl.role_name == r.ref("FirehoseRole")
+    assert sorted(decl.bucket_lifecycles) == sorted(decl.buckets)
+    assert decl.metrics_job_arguments == r.properties("MetricsJob")["DefaultArguments"]
+
+
+def test_overridden_settings_win_over_template_names() -> None:
+    settings = Settings.from_env(
+        {"BROKER_TABLE": "t1", "BROKER_ARCHIVE_BUCKET": "a1", "BROKER_DELIVERY_FUNCTION": "d1"}
+    )
+    decl = local_declarations(settings)
+    assert decl.table["TableName"] == "t1"
+    assert decl.buckets[0] == "a1"
+    assert decl.stream["ExtendedS3DestinationConfiguration"]["BucketARN"] == "arn:aws:s3:::a1"
+    assert decl.stream["DeliveryStreamName"] == settings.archive_stream  # not renamed with it
+    assert decl.functions[0] == "d1"
+    assert decl.bucket_lifecycles["a1"]["Rules"][0]["ID"] == "archive-tiering"
+
+
+def test_local_chalice_stage_is_the_local_declarations(chalice_config: dict) -> None:
+    env = _stage_env(chalice_config, "local")
+    decl = local_declarations(Settings())
+    assert {k: env[k] for k in decl.environment} == decl.environment
+    assert Settings.from_env(env) == Settings()  # the rest are Settings' defaults, spelled out
+
+
+def test_prod_chalice_stage_agrees_with_the_template(
+    chalice_config: dict, template: dict, resolver: Resolver
+) -> None:
+    env = _stage_env(chalice_config, STAGE)
+    declared = _template_env(template, resolver)
+    outputs = template["Outputs"]
+    for var, output in _meta(template)["Environment"].items():
+        if var in env:
+            assert env[var] == declared[var], var
+        else:
+            # Account-specific: imported by the pipeline package, set by infra.deploy.
+            assert "Export" in outputs[output], f"{var} is neither in config.json nor exported"
+    assert {v for v in _meta(template)["Environment"] if v not in env} == {
+        "BROKER_ARCHIVE_BUCKET",
+        "BROKER_CLAIM_BUCKET",
+    }
+    settings = Settings.from_env({**env, **declared})
+    assert settings.local_mode is False
+    assert settings.stage == STAGE
+
+
+def test_functions_agree_everywhere(
+    chalice_config: dict, template: dict, resolver: Resolver
+) -> None:
+    functions = _meta(template)["Functions"]
+    assert list(chalice_config["stages"][STAGE]["lambda_functions"]) == functions
+    assert set(_meta(template)["MappingTargets"]) <= set(functions)
+    log_groups = {
+        resolver.properties(k)["LogGroupName"]
+        for k, v in template["Resources"].items()
+        if v["Type"] == "AWS::Logs::LogGroup"
+    }
+    assert {f"/aws/lambda/{APP}-{STAGE}-{fn}" for fn in functions} <= log_groups
+    env = _template_env(template, resolver)
+    assert env["BROKER_DELIVERY_FUNCTION"] == f"{APP}-{STAGE}-delivery"
+    assert env["BROKER_DEAD_LETTER_FUNCTION"] == f"{APP}-{STAGE}-dead_letter"
+    assert env["BROKER_KAFKA_FUNCTION"] == f"{APP}-{STAGE}-kafka_ingress"
+    # The dashboard and the delivery-errors alarm watch these same names.
+    body = resolver.properties("Dashboard")["DashboardBody"]
+    assert all(f"{APP}-{STAGE}-{fn}" in body for fn in functions)
+
+
+def test_trigger_queue_settings_match_the_control_plane(
+    chalice_config: dict, template: dict
+) -> None:
+    queues = _meta(template)["TriggerQueues"]
+    functions = chalice_config["stages"][STAGE]["lambda_functions"]
+    settings = Settings.from_env(_stage_env(chalice_config, STAGE))
+    timeout = settings.delivery_function_timeout_seconds
+    assert timeout == queues["DeliveryFunctionTimeout"]
+    # the provisioner sizes visibility on one timeout: the longer of the two SQS consumers'
+    assert (
+        max(functions["delivery"]["lambda_timeout"], functions["dead_letter"]["lambda_timeout"])
+        == timeout
+    )
+    config = reconcile.ProvisioningConfig(
+        prefix=settings.queue_prefix,
+        delivery_function=settings.delivery_function,
+        dead_letter_function=settings.dead_letter_function,
+        function_timeout_s=timeout,
+    )
+    attributes = reconcile.queue_attributes(config)
+    assert attributes == queues["Queue"] == queues["DeadLetterQueue"]
+    assert int(attributes["VisibilityTimeout"]) >= 6 * timeout
+    assert queues["Redrive"]["CrashReceiveMargin"] == CRASH_RECEIVE_MARGIN
+    assert reconcile.max_receive_count(10) == 10 + 1 + queues["Redrive"]["CrashReceiveMargin"]
+    assert config.batch_size == queues["Mapping"]["BatchSize"]
+    assert queues["Mapping"]["FunctionResponseTypes"] == [reconcile.REPORT_BATCH_ITEM_FAILURES]
+    # Claims must outlive every queued message.
+    claim_days = int(Resolver(template).parameters["ClaimRetentionDays"])
+    assert claim_days * 86400 >= int(attributes["MessageRetentionPeriod"])
+
+
+def test_policies_name_the_stack_and_the_queue_prefix(
+    policy_files: dict, resolver: Resolver, template: dict
+) -> None:
+    exports = set(resolver.exports())
+    text = json.dumps(policy_files)
+    imported = set(re.findall(r'"Fn::ImportValue": "([^"]+)"', text))
+    assert imported and imported <= exports
+    prefix = _template_env(template, resolver)["BROKER_QUEUE_PREFIX"]
+    resolved = json.dumps(resolver.resolve(policy_files))
+    assert f":sqs:{REGION}:{ACCOUNT}:{prefix}*" in resolved
+
+
+def test_metrics_job_reads_the_archive_firehose_writes(resolver: Resolver) -> None:
+    args = resolver.properties("MetricsJob")["DefaultArguments"]
+    stream = resolver.properties("ArchiveStream")["ExtendedS3DestinationConfiguration"]
+    archive_root = stream["Prefix"].split("!{", 1)[0]
+    assert args["--archive"] == f"s3://{resolver.ref('ArchiveBucket')}/{archive_root}"
+    assert args["--out"].startswith(f"s3://{resolver.ref('MetricsBucket')}/")
+    assert args["--runtime"] == "glue"
+    assert stream["Prefix"] == "archive/!{timestamp:yyyy/MM/dd/HH}/"  # DESIGN.md §3 keys
+
+
+@pytest.mark.parametrize("path", sorted((REPO / ".chalice").glob("policy-*.json")))
+def test_every_policy_file_is_used_by_a_stage(path: Path, chalice_config: dict) -> None:
+    used = {
+        spec.get("iam_policy_file")
+        for stage in chalice_config["stages"].values()
+        for spec in stage.get("lambda_functions", {}).values()
+    }
+    assert path.name in used
