@@ -165,10 +165,10 @@ class BrokerClient:
         transport: httpx.BaseTransport | None = None,
         credentials: Any = None,
         timeout: float = 30.0,
+        auth: httpx.Auth | None = None,
     ) -> None:
         self.target = target
-        auth = None
-        if target.sigv4:
+        if auth is None and target.sigv4:
             assert target.region is not None
             auth = SigV4Auth(credentials or default_credentials(), target.region)
         self._http = httpx.Client(
