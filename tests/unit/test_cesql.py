@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import re
+import time
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from chalicelib.core.cesql import CesqlParseError, evaluate, parse
+from chalicelib.core.cesql.nodes import LikeMatcher
 from chalicelib.core.event import CloudEvent
 
 EVENT = CloudEvent(
@@ -365,3 +370,36 @@ def test_matches_requires_true_without_errors() -> None:
     assert not parse("'true'").matches(EVENT)
     assert not parse("NOT 'maybe'").matches(EVENT)  # true, but with a CastError
     assert not parse("true XOR nope").matches(EVENT)
+
+
+def _reference_like(pattern: str, text: str) -> bool:
+    """LIKE as a backtracking regular expression: slow on purpose, obviously right."""
+    out, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern) and pattern[i + 1] in "%_":
+            out.append(re.escape(pattern[i + 1]))
+            i += 2
+            continue
+        out.append(".*" if c == "%" else "." if c == "_" else re.escape(c))
+        i += 1
+    return re.fullmatch("".join(out), text, re.DOTALL) is not None
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    st.text(alphabet="ab%_\\\n", max_size=8),
+    st.text(alphabet="ab%_\\\n", max_size=10),
+)
+def test_like_matcher_agrees_with_a_regular_expression(pattern: str, text: str) -> None:
+    assert LikeMatcher(pattern).matches(text) is _reference_like(pattern, text)
+
+
+def test_like_does_not_backtrack_on_hostile_patterns() -> None:
+    e = CloudEvent(
+        {"specversion": "1.0", "id": "1", "source": "s", "type": "t", "big": "a" * 200_000}
+    )
+    started = time.perf_counter()
+    for pattern in ["%a%a%a%a%a%a%b", "%a_a%a_a%a_a%b", "%_%_%_%_%_%_b"]:
+        assert evaluate(parse(f"big LIKE '{pattern}'"), e) == (False, [])
+    assert time.perf_counter() - started < 1.0

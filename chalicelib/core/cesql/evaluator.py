@@ -228,7 +228,7 @@ def _short_circuit(is_and: bool, left: Compiled, right: Compiled) -> Compiled:
 
 
 def _like(node: Like, operand: Compiled) -> Compiled:
-    fullmatch = node.regex.fullmatch
+    match = node.matcher.matches
     negated = node.negated
 
     def like(attrs: Attributes, errors: list[CesqlError]) -> Value:
@@ -236,7 +236,7 @@ def _like(node: Like, operand: Compiled) -> Compiled:
         value = operand(attrs, errors)
         if len(errors) != mark:
             return False
-        return (fullmatch(to_string(value)) is not None) != negated
+        return match(to_string(value)) != negated
 
     return like
 

@@ -45,7 +45,7 @@ class Binary(Node):
 class Like(Node):
     operand: Node
     pattern: str  # as written, with \% and \_ escapes
-    regex: re.Pattern[str]
+    matcher: LikeMatcher
     negated: bool
 
 
@@ -62,21 +62,73 @@ class Call(Node):
     args: tuple[Node, ...]
 
 
-def like_regex(pattern: str) -> re.Pattern[str]:
-    """``%`` = any run, ``_`` = one character, ``\\%``/``\\_`` = themselves, all else literal."""
-    out: list[str] = []
-    i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if c == "\\" and i + 1 < n and pattern[i + 1] in "%_":
-            out.append(re.escape(pattern[i + 1]))
-            i += 2
-            continue
-        if c == "%":
-            out.append(".*")
-        elif c == "_":
-            out.append(".")
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return re.compile("".join(out), re.DOTALL)
+class _Segment:
+    """A run of pattern characters between two ``%``: literals and ``_`` (any one character)."""
+
+    __slots__ = ("length", "literal", "regex")
+
+    def __init__(self, chars: list[str | None]) -> None:
+        self.length = len(chars)
+        self.literal = None if None in chars else "".join(c for c in chars if c is not None)
+        self.regex = re.compile("".join("." if c is None else re.escape(c) for c in chars), re.S)
+
+    def at(self, text: str, pos: int) -> bool:
+        if self.literal is not None:
+            return text.startswith(self.literal, pos)
+        return self.regex.match(text, pos) is not None
+
+    def find(self, text: str, start: int, end: int) -> int:
+        if self.literal is not None:
+            return text.find(self.literal, start, end)
+        found = self.regex.search(text, start, end)
+        return -1 if found is None else found.start()
+
+
+class LikeMatcher:
+    """``%`` = any run, ``_`` = one character, ``\\%``/``\\_`` = themselves, all else literal.
+
+    Not a regular expression with ``.*``: those backtrack, and ``'%a%a%a%a%b'`` against a long
+    attribute would stall ingress (any trigger author could write one). The pattern is split at
+    ``%`` into fixed-length segments; the first is anchored at the start, the last at the end,
+    and each middle one is taken at its leftmost fit, which is always a correct choice. So a
+    match costs at most one pass per segment.
+    """
+
+    __slots__ = ("_head", "_middle", "_minimum", "_tail", "pattern")
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+        segments: list[list[str | None]] = [[]]
+        i, n = 0, len(pattern)
+        while i < n:
+            c = pattern[i]
+            if c == "\\" and i + 1 < n and pattern[i + 1] in "%_":
+                segments[-1].append(pattern[i + 1])
+                i += 2
+                continue
+            if c == "%":
+                segments.append([])
+            else:
+                segments[-1].append(None if c == "_" else c)
+            i += 1
+        self._head = _Segment(segments[0])
+        self._tail = _Segment(segments[-1]) if len(segments) > 1 else None
+        self._middle = tuple(_Segment(chars) for chars in segments[1:-1] if chars)
+        self._minimum = sum(len(chars) for chars in segments)
+
+    def matches(self, text: str) -> bool:
+        head, tail = self._head, self._tail
+        if tail is None:
+            return len(text) == head.length and head.at(text, 0)
+        if len(text) < self._minimum or not head.at(text, 0):
+            return False
+        pos, end = head.length, len(text) - tail.length
+        for segment in self._middle:
+            found = segment.find(text, pos, end)
+            if found < 0:
+                return False
+            pos = found + segment.length
+        return tail.at(text, end)
+
+    def __repr__(self) -> str:
+        return f"LikeMatcher({self.pattern!r})"

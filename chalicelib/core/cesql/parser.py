@@ -22,9 +22,9 @@ from chalicelib.core.cesql.nodes import (
     Exists,
     In,
     Like,
+    LikeMatcher,
     Node,
     Unary,
-    like_regex,
 )
 
 INT_MIN = -(2**31)
@@ -165,7 +165,7 @@ class _Parser:
                 if not self._is(Kind.STRING):
                     raise self._error("the LIKE pattern must be a string literal")
                 pattern = str(self._next().value)
-                node = Like(node.position, node, pattern, like_regex(pattern), negated)
+                node = Like(node.position, node, pattern, LikeMatcher(pattern), negated)
             elif self._is(Kind.KEYWORD, "IN"):
                 self._next()
                 node = In(node.position, node, self._set(), negated)
