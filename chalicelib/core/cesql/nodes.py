@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 Literal = str | int | bool
@@ -91,10 +92,10 @@ class LikeMatcher:
     attribute would stall ingress (any trigger author could write one). The pattern is split at
     ``%`` into fixed-length segments; the first is anchored at the start, the last at the end,
     and each middle one is taken at its leftmost fit, which is always a correct choice. So a
-    match costs at most one pass per segment.
+    match costs one forward search per segment, never a retry.
     """
 
-    __slots__ = ("_head", "_middle", "_minimum", "_tail", "pattern")
+    __slots__ = ("_head", "_middle", "_minimum", "_tail", "matches", "pattern")
 
     def __init__(self, pattern: str) -> None:
         self.pattern = pattern
@@ -115,8 +116,9 @@ class LikeMatcher:
         self._tail = _Segment(segments[-1]) if len(segments) > 1 else None
         self._middle = tuple(_Segment(chars) for chars in segments[1:-1] if chars)
         self._minimum = sum(len(chars) for chars in segments)
+        self.matches: Callable[[str], bool] = _literal_shortcut(segments) or self._general
 
-    def matches(self, text: str) -> bool:
+    def _general(self, text: str) -> bool:
         head, tail = self._head, self._tail
         if tail is None:
             return len(text) == head.length and head.at(text, 0)
@@ -132,3 +134,24 @@ class LikeMatcher:
 
     def __repr__(self) -> str:
         return f"LikeMatcher({self.pattern!r})"
+
+
+def _literal_shortcut(segments: list[list[str | None]]) -> Callable[[str], bool] | None:
+    """The usual patterns (exact, ``x%``, ``%x``, ``x%y``, ``%x%``) as plain string tests."""
+    if any(None in chars for chars in segments):
+        return None
+    texts = ["".join(c for c in chars if c is not None) for chars in segments]
+    if len(texts) == 1:
+        return texts[0].__eq__
+    if len(texts) == 2:
+        head, tail = texts
+        if not tail:
+            return lambda text: text.startswith(head)
+        if not head:
+            return lambda text: text.endswith(tail)
+        minimum = len(head) + len(tail)
+        return lambda text: len(text) >= minimum and text.startswith(head) and text.endswith(tail)
+    if len(texts) == 3 and not texts[0] and not texts[2]:
+        middle = texts[1]
+        return lambda text: middle in text
+    return None
