@@ -185,6 +185,46 @@ def broker_token(namespace: str, name: str, token_id: str) -> Response:
     return _guarded(lambda: json_response(get_container().tokens.revoke(namespace, name, token_id)))
 
 
+# ---- Kafka sources (DESIGN.md §10) -------------------------------------------------------------
+
+KS = "/apis/sources.knative.dev/v1/namespaces/{namespace}/kafkasources"
+
+
+@app.route(KS, methods=["GET", "POST"], authorizer=_CP_AUTH, content_types=ANY)
+def kafka_sources(namespace: str) -> Response:
+    sources = get_container().kafka_sources
+    if app.current_request.method == "GET":
+        return _guarded(lambda: json_response(sources.list_sources(namespace)))
+    return _guarded(lambda: json_response(sources.create_source(namespace, _json_body()), 201))
+
+
+@app.route(f"{KS}/{{name}}", methods=["GET", "PUT", "DELETE"], authorizer=_CP_AUTH,
+           content_types=ANY)
+def kafka_source(namespace: str, name: str) -> Response:
+    sources = get_container().kafka_sources
+    method = app.current_request.method
+    if method == "GET":
+        return _guarded(lambda: json_response(sources.get_source(namespace, name)))
+    if method == "DELETE":
+        return _guarded(lambda: json_response(sources.delete_source(namespace, name)))
+
+    def put() -> Response:
+        doc, created = sources.put_source(namespace, name, _json_body())
+        return json_response(doc, 201 if created else 200)
+
+    return _guarded(put)
+
+
+@app.route(f"{KS}/{{name}}/failures", methods=["GET", "DELETE"], authorizer=_CP_AUTH,
+           content_types=ANY)
+def kafka_source_failures(namespace: str, name: str) -> Response:
+    sources = get_container().kafka_sources
+    if app.current_request.method == "DELETE":
+        return _guarded(lambda: json_response(sources.purge_failures(namespace, name)))
+    limit = (app.current_request.query_params or {}).get("limit", "100")
+    return _guarded(lambda: json_response(sources.failures(namespace, name, limit)))
+
+
 # ---- Lambda entry points -----------------------------------------------------------------------
 
 
@@ -198,6 +238,12 @@ def dead_letter(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return get_container().dead_letter.handle_sqs_event(event, context)
 
 
+@app.lambda_function(name="kafka_ingress")
+def kafka_ingress(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return get_container().kafka_ingress.handle(event, context)
+
+
 @app.schedule("rate(5 minutes)", name="reconciler")
 def reconciler(event: Any) -> None:
     get_container().control_plane.reconcile_all()
+    get_container().kafka_sources.reconcile_all()

@@ -8,12 +8,23 @@ from functools import cached_property, lru_cache
 
 from chalicelib.adapters.aws_clients import AwsClients
 from chalicelib.config import Settings
-from chalicelib.ports import Archive, Blobs, HttpSender, Mappings, Queues, ResourceStore
+from chalicelib.ports import (
+    Archive,
+    Blobs,
+    HttpSender,
+    KafkaMappings,
+    KafkaPublisher,
+    Mappings,
+    Queues,
+    ResourceStore,
+)
 from chalicelib.services.claims import Claims
 from chalicelib.services.control_plane import ControlPlane
 from chalicelib.services.dead_letters import DeadLetters
 from chalicelib.services.delivery import Delivery
 from chalicelib.services.ingress import Ingress
+from chalicelib.services.kafka_ingress import KafkaIngress, SourceIndex
+from chalicelib.services.kafka_sources import KafkaSources
 from chalicelib.services.metrics import Metrics
 from chalicelib.services.provisioner import Provisioner
 from chalicelib.services.routing import ConfigCache, load_broker_config
@@ -101,6 +112,7 @@ class Container:
             self.sender,
             self.ingress,
             self.claims,
+            kafka=self.kafka_publisher,
             dead_letter_mode=dead_letter_mode,
             max_attempt_timeout=max(1.0, self.settings.delivery_function_timeout_seconds - 10),
         )
@@ -128,6 +140,39 @@ class Container:
     @cached_property
     def control_plane(self) -> ControlPlane:
         return ControlPlane(self.store, self.provisioner, self.settings, self.cache, self.queues)
+
+    # ---- Kafka (DESIGN.md §10) ------------------------------------------------------------------
+
+    @cached_property
+    def kafka_publisher(self) -> KafkaPublisher:
+        from chalicelib.adapters.kafka_publisher import KafkaProducerPublisher
+
+        return KafkaProducerPublisher()
+
+    @cached_property
+    def kafka_mappings(self) -> KafkaMappings:
+        from chalicelib.adapters.kafka_mappings import LambdaKafkaMappings
+
+        return LambdaKafkaMappings(self.clients)
+
+    @cached_property
+    def kafka_sources(self) -> KafkaSources:
+        return KafkaSources(self.store, self.kafka_mappings, self.queues, self.settings)
+
+    @cached_property
+    def kafka_ingress(self) -> KafkaIngress:
+        return KafkaIngress(
+            SourceIndex(self.store, self.settings.cache_ttl_seconds),
+            self.cache,
+            self.ingress,
+            self.queues,
+            self.blobs,
+            self.archive,
+            self.metrics,
+            queue_prefix=self.settings.queue_prefix,
+            claim_bucket=self.settings.claim_bucket,
+            claim_prefix=self.settings.claim_prefix,
+        )
 
 
 _override: Container | None = None

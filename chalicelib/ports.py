@@ -7,6 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from chalicelib.core.kafka_binding import KafkaRecord
+from chalicelib.core.kafka_source import KafkaMappingInfo, KafkaMappingSpec
+
 
 @dataclass(frozen=True)
 class StoredItem:
@@ -153,3 +156,37 @@ class HttpSender(Protocol):
     def post(
         self, url: str, headers: Mapping[str, str], body: bytes, timeout: float
     ) -> HttpResponse: ...
+
+
+# ---- Kafka (DESIGN.md §10) ------------------------------------------------------------------------
+
+
+class KafkaMappings(Protocol):
+    """Lambda event source mappings that read a Kafka topic (self-managed Kafka or MSK)."""
+
+    def list(self, function_name: str) -> list[KafkaMappingInfo]: ...
+
+    def create(self, spec: KafkaMappingSpec, enabled: bool) -> KafkaMappingInfo: ...
+
+    def update(self, uuid: str, spec: KafkaMappingSpec, enabled: bool) -> None:
+        """Batch size, access configurations, failure destination and state; the rest of a
+        mapping (cluster, topic, consumer group, starting position) cannot change."""
+        ...
+
+    def delete(self, uuid: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    ok: bool
+    error: str | None = None
+    elapsed_ms: float = 0.0
+
+
+class KafkaPublisher(Protocol):
+    """Produces one record and waits for the cluster's acknowledgement (acks=all); never raises
+    for a transport or broker error, which comes back as ``ok=False`` with the reason."""
+
+    def publish(
+        self, bootstrap_servers: str, topic: str, record: KafkaRecord, timeout: float
+    ) -> PublishResult: ...

@@ -10,6 +10,7 @@ Time and uid generation are parameters, so everything here is deterministic.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -437,13 +438,52 @@ def uri_problems(value: object, path: str) -> list[Problem]:
         _ = parts.port  # raises ValueError on a bad port
     except ValueError:
         return [Problem(path, f"{quote(value)} is not a valid URL (check the host and port)")]
+    if parts.scheme.lower() == "kafka":
+        return kafka_uri_problems(value, path)
     if parts.scheme.lower() not in ("http", "https"):
-        return [Problem(path, f"{quote(value)} must use http or https")]
+        return [
+            Problem(path, f"{quote(value)} must use http or https (or kafka://host:port/topic)")
+        ]
     if "@" in parts.netloc:
         return [Problem(path, f"{quote(value)} must not contain user information (user:password@)")]
     if not parts.hostname:
         return [Problem(path, f"{quote(value)} must be absolute, with a host")]
     return []
+
+
+_KAFKA_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+
+def kafka_uri_problems(value: str, path: str) -> list[Problem]:
+    """``kafka://host[:port]/topic`` (port 9092 when omitted): the subscriber is a Kafka topic,
+    written through a producer (DESIGN.md §10). No userinfo, query or fragment: credentials do
+    not travel in URIs, and a topic name is the whole path."""
+    parts = urlsplit(value)
+    topic = parts.path[1:]
+    if "@" in parts.netloc:
+        return [Problem(path, f"{quote(value)} must not contain user information (user:password@)")]
+    if not parts.hostname:
+        return [
+            Problem(path, f"{quote(value)} must name a bootstrap server: kafka://host:port/topic")
+        ]
+    if parts.query or parts.fragment or not _KAFKA_TOPIC.match(topic) or topic in (".", ".."):
+        return [
+            Problem(
+                path,
+                f"{quote(value)} must be kafka://host:port/topic with a Kafka topic name "
+                "(1 to 249 of letters, digits, ._-) and no query or fragment",
+            )
+        ]
+    return []
+
+
+def kafka_target(uri: str) -> tuple[str, str] | None:
+    """``(bootstrap "host:port", topic)`` of a valid ``kafka://`` URI; None for other schemes."""
+    parts = urlsplit(uri)
+    if parts.scheme.lower() != "kafka" or not parts.hostname:
+        return None
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return f"{host}:{parts.port or 9092}", parts.path[1:]
 
 
 def _kreference(value: object, path: str, problems: list[Problem]) -> dict[str, Any] | None:

@@ -16,8 +16,18 @@ from typing import Any
 from chalicelib.core import archive, codec, delivery_policy
 from chalicelib.core.errors import BrokerError, UnavailableError, ValidationError
 from chalicelib.core.event import CloudEvent
+from chalicelib.core.kafka_binding import encode_binary_record, encode_structured_record
 from chalicelib.core.message import QueuedEvent, decode_message
-from chalicelib.ports import Archive, HttpResponse, HttpSender, OutgoingMessage, Queues
+from chalicelib.core.resources import kafka_target
+from chalicelib.ports import (
+    Archive,
+    HttpResponse,
+    HttpSender,
+    KafkaPublisher,
+    OutgoingMessage,
+    PublishResult,
+    Queues,
+)
 from chalicelib.services import tracing
 from chalicelib.services.claims import Claims
 from chalicelib.services.ingress import TTL_ATTRIBUTE, Ingress, TtlExceededError
@@ -55,6 +65,7 @@ class Delivery:
         ingress: Ingress,
         claims: Claims,
         *,
+        kafka: KafkaPublisher | None = None,
         dead_letter_mode: bool = False,
         max_attempt_timeout: float = 50.0,
         pool_size: int = 10,
@@ -67,6 +78,7 @@ class Delivery:
         self._sender = sender
         self._ingress = ingress
         self._claims = claims
+        self._kafka = kafka
         self._dead_letter_mode = dead_letter_mode
         self._max_timeout = max_attempt_timeout
         self._pool = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="deliver")
@@ -203,6 +215,9 @@ class Delivery:
     def _post(
         self, route: Route, queued: QueuedEvent, event: CloudEvent, target: str
     ) -> HttpResponse:
+        kafka = kafka_target(target)
+        if kafka is not None:
+            return self._publish(route, event, *kafka)
         outgoing = event.replace_attributes(remove=(TTL_ATTRIBUTE,))
         if route.delivery.format == "json":
             headers, body = codec.encode_structured(outgoing)
@@ -218,6 +233,28 @@ class Delivery:
         timeout = route.delivery.timeout.seconds if route.delivery.timeout else None
         timeout = min(timeout or DEFAULT_ATTEMPT_TIMEOUT, self._max_timeout)
         return self._sender.post(target, headers, body, timeout)
+
+    def _publish(self, route: Route, event: CloudEvent, servers: str, topic: str) -> HttpResponse:
+        """A ``kafka://`` subscriber (DESIGN.md §10): one record, binary mode (structured with
+        ``format: json``), key from ``partitionkey``, acks=all. Acknowledged reads as 202 (no
+        reply); any failure as a transport error, so the retry and dead-letter rules apply."""
+        outgoing = event.replace_attributes(remove=(TTL_ATTRIBUTE,))
+        if route.delivery.format == "json":
+            record = encode_structured_record(outgoing)
+        else:
+            record = encode_binary_record(outgoing)
+        timeout = route.delivery.timeout.seconds if route.delivery.timeout else None
+        timeout = min(timeout or DEFAULT_ATTEMPT_TIMEOUT, self._max_timeout)
+        if self._kafka is None:
+            result = PublishResult(False, "no Kafka publisher is configured")
+        else:
+            result = self._kafka.publish(servers, topic, record, timeout)
+        if result.ok:
+            return HttpResponse(202, {}, b"", elapsed_ms=result.elapsed_ms)
+        return HttpResponse(
+            None, {}, f"kafka publish error: {result.error}".encode(), result.error,
+            result.elapsed_ms,
+        )  # fmt: skip
 
     def _reply_of(self, response: HttpResponse) -> tuple[CloudEvent | None, bool]:
         # 202 is never a reply (data-plane contract); only a 200 can carry one.

@@ -1,0 +1,64 @@
+"""KafkaPublisher on kafka-python: one producer per bootstrap address per warm container, built on
+first use, ``acks=all`` so a record counts as delivered only once every in-sync replica has it.
+Every failure (no broker, timeout, a broker error) is a result, never an exception: delivery treats
+it as a retryable transport error."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from chalicelib.core.kafka_binding import KafkaRecord
+from chalicelib.ports import PublishResult
+
+
+class KafkaProducerPublisher:
+    def __init__(self, client_id: str = "serverless-broker", **producer_config: Any) -> None:
+        self._client_id = client_id
+        self._config = producer_config
+        self._producers: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def publish(
+        self, bootstrap_servers: str, topic: str, record: KafkaRecord, timeout: float
+    ) -> PublishResult:
+        started = time.perf_counter()
+        try:
+            producer = self._producer(bootstrap_servers, timeout)
+            future = producer.send(
+                topic, value=record.value, key=record.key, headers=list(record.headers)
+            )
+            future.get(timeout=timeout)
+        except Exception as exc:  # kafka-python raises many types; all mean "not acknowledged"
+            return PublishResult(
+                False, f"{type(exc).__name__}: {exc}", (time.perf_counter() - started) * 1000
+            )
+        return PublishResult(True, None, (time.perf_counter() - started) * 1000)
+
+    def _producer(self, bootstrap_servers: str, timeout: float) -> Any:
+        with self._lock:
+            producer = self._producers.get(bootstrap_servers)
+            if producer is None:
+                from kafka import KafkaProducer
+
+                ms = max(1000, int(timeout * 1000))
+                config: dict[str, Any] = {
+                    "bootstrap_servers": bootstrap_servers.split(","),
+                    "client_id": self._client_id,
+                    "acks": "all",
+                    "linger_ms": 0,
+                    "max_block_ms": ms,
+                    "request_timeout_ms": ms,
+                    "delivery_timeout_ms": ms + 1000,  # must exceed linger + request timeout
+                    **self._config,
+                }
+                producer = KafkaProducer(**config)
+                self._producers[bootstrap_servers] = producer
+            return producer
+
+    def close(self) -> None:
+        with self._lock:
+            producers, self._producers = list(self._producers.values()), {}
+        for producer in producers:
+            producer.close(timeout=5)

@@ -1,0 +1,774 @@
+"""KafkaSource: a Knative-shaped resource that reads one Kafka topic into a broker through a Lambda
+event source mapping (DESIGN.md §10). Parsing with defaults (every problem reported at once),
+admission, JSON shapes, status, the mapping it needs, and the plan that provisions it. Pure.
+
+    spec.bootstrapServers: ["host:port", ...]  (self-managed Kafka)  | spec.mskClusterArn
+    spec.topics:           [topic]            one: a Lambda mapping reads one topic
+    spec.consumerGroup:    default "knative-kafka-source-<uid>"
+    spec.initialOffset:    "latest" (default) | "earliest"
+    spec.batchSize:        1..10000, default 100
+    spec.net.sasl:         {enable, type: PLAIN|SCRAM-SHA-256|SCRAM-SHA-512, secretArn}
+    spec.net.tls:          {enable, caCertSecretArn, certSecretArn}
+    spec.net.vpc:          {subnets, securityGroups}  (self-managed Kafka inside a VPC)
+    spec.sink.ref:         {apiVersion: eventing.knative.dev/v1, kind: Broker, name}
+
+The cluster, topic, consumer group and initial offset are the mapping's identity, which Lambda
+cannot change: they are immutable here too. The handler finds the source of a record by cluster and
+topic, so two sources may not read the same topic of the same cluster (the control plane refuses).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from chalicelib.core.conditions import Condition, ConditionSet
+from chalicelib.core.errors import ImmutableFieldError, Problem, ValidationError
+from chalicelib.core.names import (
+    MAX_QUEUE_NAME_LENGTH,
+    check_prefix,
+    name_problems,
+    namespace_problems,
+    quote,
+)
+from chalicelib.core.resources import format_timestamp
+
+API_VERSION = "sources.knative.dev/v1"
+KIND = "KafkaSource"
+BROKER_API_VERSION = "eventing.knative.dev/v1"
+INITIAL_OFFSETS = {"earliest": "TRIM_HORIZON", "latest": "LATEST"}
+DEFAULT_INITIAL_OFFSET = "latest"  # Knative's default
+DEFAULT_BATCH_SIZE = 100
+MAX_BATCH_SIZE = 10_000
+SASL_TYPES = {
+    "PLAIN": "BASIC_AUTH",
+    "SCRAM-SHA-256": "SASL_SCRAM_256_AUTH",
+    "SCRAM-SHA-512": "SASL_SCRAM_512_AUTH",
+}
+MSK_SASL_TYPES = ("SCRAM-SHA-512",)  # MSK: SCRAM-512 or IAM (no access configuration)
+CLIENT_CERTIFICATE = "CLIENT_CERTIFICATE_TLS_AUTH"
+SERVER_ROOT_CA = "SERVER_ROOT_CA_CERTIFICATE"
+FAILURE_QUEUE_SUFFIX = "-kafka-failures"  # not a trigger queue's shape: the trigger plan leaves it
+
+SINK_PROVIDED = "SinkProvided"
+DEPLOYED = "Deployed"
+KAFKA_SOURCE_CONDITIONS = ConditionSet((SINK_PROVIDED, DEPLOYED))
+
+_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_GROUP = re.compile(r"^[A-Za-z0-9/*:_+=.@-]{1,200}$")  # Lambda's ConsumerGroupId
+_HOST_PORT = re.compile(r"^(?P<host>[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]):(?P<port>[0-9]{1,5})$")
+_MSK_ARN = re.compile(r"^arn:aws[a-z-]*:kafka:[a-z0-9-]+:[0-9]{12}:cluster/[A-Za-z0-9-]+/[\w-]+$")
+_SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[\w/+=.@-]+$")
+_SUBNET = re.compile(r"^subnet-[0-9a-f]{8,17}$")
+_SECURITY_GROUP = re.compile(r"^sg-[0-9a-f]{8,17}$")
+_HASH_LENGTH = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Sasl:
+    type: str  # a key of SASL_TYPES
+    secret_arn: str
+
+
+@dataclass(frozen=True, slots=True)
+class Tls:
+    ca_cert_secret_arn: str | None = None
+    cert_secret_arn: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaSource:
+    namespace: str
+    name: str
+    uid: str
+    generation: int
+    creation_timestamp: str
+    topics: tuple[str, ...]
+    sink_broker: str
+    bootstrap_servers: tuple[str, ...] = ()
+    msk_cluster_arn: str | None = None
+    consumer_group: str = ""  # "" until admission picks the default
+    initial_offset: str = DEFAULT_INITIAL_OFFSET
+    batch_size: int = DEFAULT_BATCH_SIZE
+    sasl: Sasl | None = None
+    tls: Tls | None = None
+    subnets: tuple[str, ...] = ()
+    security_groups: tuple[str, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def topic(self) -> str:
+        return self.topics[0]
+
+    @property
+    def cluster_id(self) -> str:
+        return self.msk_cluster_arn or servers_cluster_id(self.bootstrap_servers)
+
+
+def servers_cluster_id(servers: Iterable[str]) -> str:
+    """A self-managed cluster's identity: its bootstrap servers, order and case ignored."""
+    return "kafka://" + ",".join(sorted({s.strip().lower() for s in servers if s.strip()}))
+
+
+def event_cluster_id(event: Mapping[str, Any]) -> str:
+    """The cluster a Lambda Kafka event came from: the MSK cluster ARN, or for self-managed Kafka
+    the ``bootstrapServers`` the mapping was configured with (comma-separated)."""
+    if event.get("eventSource") == "aws:kafka" and event.get("eventSourceArn"):
+        return str(event["eventSourceArn"])
+    return servers_cluster_id(str(event.get("bootstrapServers", "")).split(","))
+
+
+def failure_queue_name(prefix: str, namespace: str, name: str) -> str:
+    """The SQS queue that receives the source's invalid records (and Lambda's discarded-batch
+    records): ``{prefix}{name}-{hash}-kafka-failures``."""
+    check_prefix(prefix)
+    digest = hashlib.sha256(f"kafkasource/{namespace}/{name}".encode()).hexdigest()
+    room = MAX_QUEUE_NAME_LENGTH - len(prefix) - 1 - _HASH_LENGTH - len(FAILURE_QUEUE_SUFFIX)
+    readable = re.sub(r"[^A-Za-z0-9_-]", "-", name)[:room].rstrip("-")
+    return f"{prefix}{readable}-{digest[:_HASH_LENGTH]}{FAILURE_QUEUE_SUFFIX}"
+
+
+# --- parsing -------------------------------------------------------------------------------------
+
+
+def parse_kafka_source(namespace: str, body: object, *, path_name: str | None) -> KafkaSource:
+    """Validate and default a KafkaSource body; raises ValidationError naming every problem."""
+    problems: list[Problem] = namespace_problems(namespace, "metadata.namespace")
+    if not isinstance(body, Mapping):
+        raise ValidationError([*problems, Problem("body", "a KafkaSource must be a JSON object")])
+    _unknown(body, ("apiVersion", "kind", "metadata", "spec", "status"), "", problems)
+    if body.get("apiVersion", API_VERSION) != API_VERSION:
+        problems.append(Problem("apiVersion", f'must be "{API_VERSION}"'))
+    if body.get("kind", KIND) != KIND:
+        problems.append(Problem("kind", f'must be "{KIND}"'))
+    meta = _object(body.get("metadata"), "metadata", problems)
+    name = _name(meta, namespace, path_name, problems)
+    labels = _strings_map(meta.get("labels"), "metadata.labels", problems)
+    annotations = _strings_map(meta.get("annotations"), "metadata.annotations", problems)
+    spec = _object(body.get("spec"), "spec", problems)
+    _unknown(
+        spec,
+        (
+            "bootstrapServers", "mskClusterArn", "topics", "consumerGroup", "initialOffset",
+            "batchSize", "net", "sink",
+        ),
+        "spec",
+        problems,
+    )  # fmt: skip
+    servers, cluster_arn = _cluster(spec, problems)
+    topics = _topics(spec.get("topics"), problems)
+    group = spec.get("consumerGroup")
+    if group is not None and not (isinstance(group, str) and _GROUP.match(group)):
+        problems.append(
+            Problem(
+                "spec.consumerGroup",
+                f"{quote(group)} must be 1 to 200 characters of letters, digits and /*:_+=.@-",
+            )
+        )
+    offset = spec.get("initialOffset", DEFAULT_INITIAL_OFFSET)
+    if offset not in INITIAL_OFFSETS:
+        problems.append(
+            Problem("spec.initialOffset", f'must be "earliest" or "latest", got {quote(offset)}')
+        )
+    batch = spec.get("batchSize", DEFAULT_BATCH_SIZE)
+    if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH_SIZE:
+        problems.append(
+            Problem("spec.batchSize", f"must be a whole number from 1 to {MAX_BATCH_SIZE}")
+        )
+    sasl, tls, subnets, groups = _net(spec.get("net"), cluster_arn is not None, problems)
+    broker = _sink(spec.get("sink"), namespace, problems)
+    if problems:
+        raise ValidationError(problems)
+    return KafkaSource(
+        namespace=namespace,
+        name=name,
+        uid="",
+        generation=0,
+        creation_timestamp="",
+        topics=topics,
+        sink_broker=broker,
+        bootstrap_servers=servers,
+        msk_cluster_arn=cluster_arn,
+        consumer_group=str(group or ""),
+        initial_offset=str(offset),
+        batch_size=int(batch),
+        sasl=sasl,
+        tls=tls,
+        subnets=subnets,
+        security_groups=groups,
+        labels=labels,
+        annotations=annotations,
+    )
+
+
+def _name(
+    meta: Mapping[str, Any], namespace: str, path_name: str | None, problems: list[Problem]
+) -> str:
+    body_ns = meta.get("namespace")
+    if body_ns is not None and body_ns != namespace:
+        problems.append(
+            Problem(
+                "metadata.namespace",
+                f"{quote(body_ns)} does not match the namespace in the path ({quote(namespace)})",
+            )
+        )
+    body_name = meta.get("name")
+    if path_name is None:
+        problems.extend(name_problems(body_name, "metadata.name"))
+        return body_name if isinstance(body_name, str) else ""
+    problems.extend(name_problems(path_name, "metadata.name"))
+    if body_name is not None and body_name != path_name:
+        problems.append(
+            Problem(
+                "metadata.name",
+                f"{quote(body_name)} does not match the name in the path ({quote(path_name)})",
+            )
+        )
+    return path_name
+
+
+def _cluster(
+    spec: Mapping[str, Any], problems: list[Problem]
+) -> tuple[tuple[str, ...], str | None]:
+    raw_servers, arn = spec.get("bootstrapServers"), spec.get("mskClusterArn")
+    if (raw_servers is None) == (arn is None):
+        problems.append(
+            Problem(
+                "spec",
+                "give exactly one of bootstrapServers (self-managed Kafka) and mskClusterArn "
+                "(Amazon MSK)",
+            )
+        )
+    if arn is not None and not (isinstance(arn, str) and _MSK_ARN.match(arn)):
+        problems.append(
+            Problem(
+                "spec.mskClusterArn",
+                f"{quote(arn)} is not an MSK cluster ARN "
+                "(arn:aws:kafka:<region>:<account>:cluster/<name>/<uuid>)",
+            )
+        )
+        arn = None
+    servers: list[str] = []
+    if raw_servers is not None:
+        if not isinstance(raw_servers, list) or not raw_servers:
+            problems.append(Problem("spec.bootstrapServers", 'must be a list of "host:port"'))
+        else:
+            for i, server in enumerate(raw_servers):
+                match = _HOST_PORT.match(server) if isinstance(server, str) else None
+                if match is None or not 1 <= int(match["port"]) <= 65535:
+                    problems.append(
+                        Problem(
+                            f"spec.bootstrapServers[{i}]",
+                            f'{quote(server)} must be "host:port" with a port from 1 to 65535',
+                        )
+                    )
+                else:
+                    servers.append(str(server))
+    return tuple(servers), arn if isinstance(arn, str) else None
+
+
+def _topics(raw: object, problems: list[Problem]) -> tuple[str, ...]:
+    if not isinstance(raw, list) or not raw:
+        problems.append(Problem("spec.topics", "is required: a list with the topic to read"))
+        return ()
+    if len(raw) > 1:
+        problems.append(
+            Problem(
+                "spec.topics",
+                f"lists {len(raw)} topics; a Lambda event source mapping reads one topic, so "
+                "create one KafkaSource per topic",
+            )
+        )
+    topic = raw[0]
+    if not isinstance(topic, str) or not _TOPIC.match(topic) or topic in (".", ".."):
+        problems.append(
+            Problem(
+                "spec.topics[0]",
+                f"{quote(topic)} is not a Kafka topic name (1 to 249 of letters, digits, ._-)",
+            )
+        )
+        return ()
+    return (topic,)
+
+
+def _net(
+    raw: object, msk: bool, problems: list[Problem]
+) -> tuple[Sasl | None, Tls | None, tuple[str, ...], tuple[str, ...]]:
+    net = _object(raw, "spec.net", problems)
+    _unknown(net, ("sasl", "tls", "vpc"), "spec.net", problems)
+    sasl: Sasl | None = None
+    raw_sasl = _object(net.get("sasl"), "spec.net.sasl", problems)
+    _unknown(raw_sasl, ("enable", "type", "secretArn"), "spec.net.sasl", problems)
+    if _enabled(raw_sasl, "spec.net.sasl", problems):
+        allowed = MSK_SASL_TYPES if msk else tuple(SASL_TYPES)
+        kind = raw_sasl.get("type")
+        if kind not in allowed:
+            problems.append(
+                Problem(
+                    "spec.net.sasl.type",
+                    f"must be one of {', '.join(allowed)}"
+                    + (" for MSK (IAM needs no setting)" if msk else "")
+                    + f", got {quote(kind)}",
+                )
+            )
+        secret = _secret(raw_sasl.get("secretArn"), "spec.net.sasl.secretArn", problems, True)
+        if kind in allowed and secret is not None:
+            sasl = Sasl(str(kind), secret)
+    tls: Tls | None = None
+    raw_tls = _object(net.get("tls"), "spec.net.tls", problems)
+    _unknown(raw_tls, ("enable", "caCertSecretArn", "certSecretArn"), "spec.net.tls", problems)
+    if _enabled(raw_tls, "spec.net.tls", problems):
+        ca = _secret(raw_tls.get("caCertSecretArn"), "spec.net.tls.caCertSecretArn", problems)
+        if ca is not None and msk:
+            problems.append(
+                Problem("spec.net.tls.caCertSecretArn", "MSK brokers use a CA Lambda trusts")
+            )
+        cert = _secret(raw_tls.get("certSecretArn"), "spec.net.tls.certSecretArn", problems)
+        tls = Tls(ca, cert)
+    raw_vpc = _object(net.get("vpc"), "spec.net.vpc", problems)
+    _unknown(raw_vpc, ("subnets", "securityGroups"), "spec.net.vpc", problems)
+    subnets = _ids(raw_vpc.get("subnets"), _SUBNET, "spec.net.vpc.subnets", problems)
+    groups = _ids(raw_vpc.get("securityGroups"), _SECURITY_GROUP, "spec.net.vpc.securityGroups",
+                  problems)  # fmt: skip
+    if raw_vpc and msk:
+        problems.append(Problem("spec.net.vpc", "MSK mappings take the cluster's own network"))
+    elif bool(subnets) != bool(groups):
+        problems.append(Problem("spec.net.vpc", "give both subnets and securityGroups"))
+    return sasl, tls, subnets, groups
+
+
+def _enabled(raw: Mapping[str, Any], path: str, problems: list[Problem]) -> bool:
+    enable = raw.get("enable", bool(raw))
+    if not isinstance(enable, bool):
+        problems.append(Problem(f"{path}.enable", "must be true or false"))
+        return False
+    return enable
+
+
+def _secret(
+    value: object, path: str, problems: list[Problem], required: bool = False
+) -> str | None:
+    if value is None:
+        if required:
+            problems.append(Problem(path, "is required: the Secrets Manager ARN of the secret"))
+        return None
+    if not isinstance(value, str) or not _SECRET_ARN.match(value):
+        problems.append(Problem(path, f"{quote(value)} is not a Secrets Manager secret ARN"))
+        return None
+    return value
+
+
+def _ids(
+    raw: object, pattern: re.Pattern[str], path: str, problems: list[Problem]
+) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        problems.append(Problem(path, "must be a list"))
+        return ()
+    bad = [v for v in raw if not isinstance(v, str) or not pattern.match(v)]
+    for value in bad:
+        problems.append(Problem(path, f"{quote(value)} is not a valid id"))
+    return () if bad else tuple(sorted(set(raw)))
+
+
+def _sink(raw: object, namespace: str, problems: list[Problem]) -> str:
+    if raw is None:
+        problems.append(Problem("spec.sink", "is required: sink.ref names the Broker to feed"))
+        return ""
+    sink = _object(raw, "spec.sink", problems)
+    _unknown(sink, ("ref", "uri"), "spec.sink", problems)
+    if "uri" in sink:
+        problems.append(
+            Problem("spec.sink.uri", "is not supported: use sink.ref to a Broker of this namespace")
+        )
+    ref = _object(sink.get("ref"), "spec.sink.ref", problems)
+    _unknown(ref, ("apiVersion", "kind", "name", "namespace"), "spec.sink.ref", problems)
+    if "ref" not in sink:
+        if "uri" not in sink:
+            problems.append(Problem("spec.sink.ref", "is required: the Broker to feed"))
+        return ""
+    if ref.get("kind") != "Broker":
+        problems.append(
+            Problem("spec.sink.ref.kind", f'must be "Broker", got {quote(ref.get("kind"))}')
+        )
+    if ref.get("apiVersion", BROKER_API_VERSION) != BROKER_API_VERSION:
+        problems.append(Problem("spec.sink.ref.apiVersion", f'must be "{BROKER_API_VERSION}"'))
+    if ref.get("namespace", namespace) != namespace:
+        problems.append(
+            Problem("spec.sink.ref.namespace", "must be the source's own namespace (or omitted)")
+        )
+    broker = ref.get("name")
+    found = name_problems(broker, "spec.sink.ref.name", what="broker name")
+    problems.extend(found)
+    return "" if found else str(broker)
+
+
+def _object(value: object, path: str, problems: list[Problem]) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        problems.append(Problem(path, "must be a JSON object"))
+        return {}
+    return value
+
+
+def _strings_map(value: object, path: str, problems: list[Problem]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, item in _object(value, path, problems).items():
+        if not isinstance(item, str):
+            problems.append(Problem(f"{path}[{key}]", "value must be a string"))
+        else:
+            out[str(key)] = item
+    return out
+
+
+def _unknown(
+    raw: Mapping[str, Any], allowed: tuple[str, ...], path: str, problems: list[Problem]
+) -> None:
+    for key in raw:
+        if key not in allowed:
+            where = f"{path}.{key}" if path else str(key)
+            problems.append(Problem(where, f"unknown field; expected one of: {', '.join(allowed)}"))
+
+
+# --- admission -----------------------------------------------------------------------------------
+
+_IMMUTABLE = (
+    ("spec.bootstrapServers", lambda s: sorted(s.bootstrap_servers)),
+    ("spec.mskClusterArn", lambda s: s.msk_cluster_arn),
+    ("spec.topics", lambda s: list(s.topics)),
+    ("spec.consumerGroup", lambda s: s.consumer_group),
+    ("spec.initialOffset", lambda s: s.initial_offset),
+)
+
+
+def admit_kafka_source(
+    parsed: KafkaSource, existing: KafkaSource | None, *, uid: str, now: datetime
+) -> KafkaSource:
+    """The source to store: a new uid, generation 1 and the default consumer group on create; on
+    update the stored identity, and the generation bumped only when the spec changed."""
+    if existing is None:
+        return replace(
+            parsed,
+            uid=uid,
+            generation=1,
+            creation_timestamp=format_timestamp(now),
+            consumer_group=parsed.consumer_group or f"knative-kafka-source-{uid}",
+        )
+    if not parsed.consumer_group:
+        parsed = replace(parsed, consumer_group=existing.consumer_group)
+    problems = [
+        Problem(
+            path,
+            f"is immutable (a Lambda mapping cannot change it): delete and re-create the "
+            f"source to change {quote(get(existing))} to {quote(get(parsed))}",
+        )
+        for path, get in _IMMUTABLE
+        if get(existing) != get(parsed)
+    ]
+    if problems:
+        raise ImmutableFieldError(problems)
+    changed = spec_json(parsed) != spec_json(existing)
+    return replace(
+        parsed,
+        uid=existing.uid,
+        creation_timestamp=existing.creation_timestamp,
+        generation=existing.generation + (1 if changed else 0),
+    )
+
+
+# --- JSON ----------------------------------------------------------------------------------------
+
+
+def spec_json(source: KafkaSource) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    if source.msk_cluster_arn is not None:
+        spec["mskClusterArn"] = source.msk_cluster_arn
+    else:
+        spec["bootstrapServers"] = list(source.bootstrap_servers)
+    spec["topics"] = list(source.topics)
+    if source.consumer_group:
+        spec["consumerGroup"] = source.consumer_group
+    spec["initialOffset"] = source.initial_offset
+    spec["batchSize"] = source.batch_size
+    net: dict[str, Any] = {}
+    if source.sasl is not None:
+        net["sasl"] = {
+            "enable": True,
+            "type": source.sasl.type,
+            "secretArn": source.sasl.secret_arn,
+        }
+    if source.tls is not None:
+        tls: dict[str, Any] = {"enable": True}
+        if source.tls.ca_cert_secret_arn:
+            tls["caCertSecretArn"] = source.tls.ca_cert_secret_arn
+        if source.tls.cert_secret_arn:
+            tls["certSecretArn"] = source.tls.cert_secret_arn
+        net["tls"] = tls
+    if source.subnets:
+        net["vpc"] = {
+            "subnets": list(source.subnets),
+            "securityGroups": list(source.security_groups),
+        }
+    if net:
+        spec["net"] = net
+    spec["sink"] = {
+        "ref": {"apiVersion": BROKER_API_VERSION, "kind": "Broker", "name": source.sink_broker}
+    }
+    return spec
+
+
+def to_json(source: KafkaSource, status: Mapping[str, Any]) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "name": source.name,
+        "namespace": source.namespace,
+        "uid": source.uid,
+        "generation": source.generation,
+        "creationTimestamp": source.creation_timestamp,
+    }
+    if source.labels:
+        metadata["labels"] = dict(source.labels)
+    if source.annotations:
+        metadata["annotations"] = dict(source.annotations)
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": metadata,
+        "spec": spec_json(source),
+        "status": dict(status),
+    }
+
+
+def to_item(source: KafkaSource) -> dict[str, Any]:
+    """The document to store (strings, ints, lists and dicts: DynamoDB takes it as is)."""
+    return {
+        "namespace": source.namespace,
+        "name": source.name,
+        "uid": source.uid,
+        "generation": source.generation,
+        "creationTimestamp": source.creation_timestamp,
+        "labels": dict(source.labels),
+        "annotations": dict(source.annotations),
+        "spec": spec_json(source),
+    }
+
+
+def from_item(item: Mapping[str, Any]) -> KafkaSource:
+    namespace, name = str(item["namespace"]), str(item["name"])
+    body = {
+        "metadata": {
+            "labels": item.get("labels") or {},
+            "annotations": item.get("annotations") or {},
+        },
+        "spec": item["spec"],
+    }
+    try:
+        parsed = parse_kafka_source(namespace, body, path_name=name)
+    except ValidationError as err:
+        raise ValueError(f"stored kafkasource {namespace}/{name} is invalid: {err.detail}") from err
+    return replace(
+        parsed,
+        uid=str(item["uid"]),
+        generation=int(item["generation"]),
+        creation_timestamp=str(item["creationTimestamp"]),
+    )
+
+
+# --- status --------------------------------------------------------------------------------------
+
+
+def kafka_source_status(
+    source: KafkaSource,
+    *,
+    broker_exists: bool,
+    sink_uri: str,
+    deployed: bool | None,
+    message: str,
+    failure_queue: str,
+    now: datetime,
+    previous: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """``deployed``: whether the failure queue and the mapping exist as planned (None: not yet)."""
+    before = [
+        Condition.from_json(c)
+        for c in (previous or {}).get("conditions") or []
+        if isinstance(c, Mapping) and "type" in c and "status" in c
+    ]
+    manager = KAFKA_SOURCE_CONDITIONS.manage(before, now)
+    if broker_exists:
+        manager.mark_true(SINK_PROVIDED)
+    else:
+        manager.mark_false(
+            SINK_PROVIDED,
+            "BrokerDoesNotExist",
+            f'Broker "{source.sink_broker}" does not exist; the mapping stays disabled until '
+            "it does.",
+        )
+    if deployed is None:
+        manager.mark_unknown(DEPLOYED, "Provisioning", message or "The mapping is being created.")
+    elif not deployed:
+        manager.mark_false(
+            DEPLOYED, "DependencyNotReady", message or "The mapping or failure queue is missing."
+        )
+    else:
+        manager.mark_true(DEPLOYED)
+    status: dict[str, Any] = {
+        "observedGeneration": source.generation,
+        "conditions": manager.to_json(),
+        "consumerGroup": source.consumer_group,
+        "failureDestination": {"queue": failure_queue},
+    }
+    if broker_exists:
+        status["sinkUri"] = sink_uri
+    return status
+
+
+# --- the mapping it needs, and the plan ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaMappingSpec:
+    """A Kafka event source mapping as Lambda describes it: what the control plane wants, and
+    what the adapter reads back, so the two compare with ``==``."""
+
+    function_name: str
+    topic: str
+    consumer_group: str
+    starting_position: str  # TRIM_HORIZON | LATEST
+    bootstrap_servers: tuple[str, ...] = ()  # self-managed Kafka
+    cluster_arn: str | None = None  # MSK
+    batch_size: int = DEFAULT_BATCH_SIZE
+    access: tuple[tuple[str, str], ...] = ()  # SourceAccessConfigurations (Type, URI), sorted
+    on_failure: str | None = None  # DestinationConfig.OnFailure.Destination (an SQS queue ARN)
+
+    @property
+    def cluster_id(self) -> str:
+        return self.cluster_arn or servers_cluster_id(self.bootstrap_servers)
+
+    @property
+    def identity(self) -> tuple[str, str, str, str]:
+        """What Lambda cannot update on a mapping."""
+        return (self.cluster_id, self.topic, self.consumer_group, self.starting_position)
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaMappingInfo:
+    uuid: str
+    spec: KafkaMappingSpec
+    enabled: bool
+
+
+def desired_mapping(source: KafkaSource, function_name: str, failure_arn: str) -> KafkaMappingSpec:
+    access: list[tuple[str, str]] = []
+    if source.sasl is not None:
+        access.append((SASL_TYPES[source.sasl.type], source.sasl.secret_arn))
+    if source.tls is not None and source.tls.cert_secret_arn:
+        access.append((CLIENT_CERTIFICATE, source.tls.cert_secret_arn))
+    if source.tls is not None and source.tls.ca_cert_secret_arn:
+        access.append((SERVER_ROOT_CA, source.tls.ca_cert_secret_arn))
+    access += [("VPC_SUBNET", f"subnet:{s}") for s in source.subnets]
+    access += [("VPC_SECURITY_GROUP", f"security_group:{g}") for g in source.security_groups]
+    return KafkaMappingSpec(
+        function_name=function_name,
+        topic=source.topic,
+        consumer_group=source.consumer_group,
+        starting_position=INITIAL_OFFSETS[source.initial_offset],
+        bootstrap_servers=tuple(source.bootstrap_servers),
+        cluster_arn=source.msk_cluster_arn,
+        batch_size=source.batch_size,
+        access=tuple(sorted(access)),
+        on_failure=failure_arn,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CreateKafkaMapping:
+    spec: KafkaMappingSpec
+    enabled: bool
+
+    def describe(self) -> str:
+        spec = self.spec
+        return f"create mapping {spec.topic} ({spec.consumer_group}) → {spec.function_name}"
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateKafkaMapping:
+    uuid: str
+    spec: KafkaMappingSpec
+    enabled: bool
+
+    def describe(self) -> str:
+        state = "enabled" if self.enabled else "disabled"
+        return f"update mapping {self.uuid} of {self.spec.topic} ({state})"
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteKafkaMapping:
+    uuid: str
+    topic: str = ""
+
+    def describe(self) -> str:
+        return f"delete mapping {self.uuid} of {self.topic}"
+
+
+KafkaAction = CreateKafkaMapping | UpdateKafkaMapping | DeleteKafkaMapping
+
+
+def plan_mappings(
+    desired: KafkaMappingSpec | None, enabled: bool, found: Sequence[KafkaMappingInfo]
+) -> list[KafkaAction]:
+    """The actions that leave exactly one mapping like ``desired`` (in state ``enabled``) among
+    ``found`` (the mappings of this source's cluster and topic), or none when ``desired`` is None.
+    Lambda updates batch size, access and destination in place; the rest needs a new mapping.
+    Deletions come first: Lambda allows one mapping per consumer group."""
+    if desired is None:
+        return [DeleteKafkaMapping(m.uuid, m.spec.topic) for m in found]
+    same = sorted(
+        (m for m in found if m.spec.identity == desired.identity),
+        key=lambda m: (m.spec != desired, m.enabled != enabled, m.uuid),
+    )
+    keeper = same[0] if same else None
+    actions: list[KafkaAction] = [
+        DeleteKafkaMapping(m.uuid, m.spec.topic) for m in found if m is not keeper
+    ]
+    if keeper is None:
+        actions.append(CreateKafkaMapping(desired, enabled))
+    elif keeper.spec != desired or keeper.enabled != enabled:
+        actions.append(UpdateKafkaMapping(keeper.uuid, desired, enabled))
+    return actions
+
+
+# --- the failure destination's record ------------------------------------------------------------
+
+FAILURE_RECORD_VERSION = 1
+
+
+def failure_record(
+    source: KafkaSource,
+    record: Mapping[str, Any],
+    *,
+    reason: str,
+    detail: str,
+    problems: Sequence[Problem],
+    at: str,
+) -> dict[str, Any]:
+    """What the failure queue receives for a record that is not a valid CloudEvent: the reason,
+    every problem found, and the record exactly as the Lambda event carried it."""
+    return {
+        "v": FAILURE_RECORD_VERSION,
+        "kind": "invalid_record",
+        "at": at,
+        "namespace": source.namespace,
+        "source": source.name,
+        "broker": source.sink_broker,
+        "reason": reason,
+        "detail": detail,
+        "problems": [p.to_json() for p in problems],
+        "record": dict(record),
+    }
