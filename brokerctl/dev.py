@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from brokerctl.embedded_aws import EmbeddedAws, port_is_free
 from brokerctl.http_server import AppServer
@@ -26,10 +27,19 @@ class DevOptions:
     aws_port: int = 4566
     reconcile_interval: float = 30.0
     cache_ttl: float | None = None
+    kafka: bool = False  # run a local Kafka (Tansu) and emulate Kafka event source mappings
+    kafka_port: int = 9092
+    kafka_bootstrap: str | None = None  # use this Kafka instead of starting one
+
+
+_print_lock = threading.Lock()
 
 
 def _say(line: str) -> None:
-    print(line, flush=True)
+    # Several threads report at once (HTTP server, pollers, scheduler): one whole line each.
+    with _print_lock:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
 
 
 def _configure_environment(opts: DevOptions, endpoint: str) -> None:
@@ -68,6 +78,24 @@ class _Timer(threading.Thread):
         self._stop.set()
 
 
+def scheduled_event(region: str) -> dict[str, object]:
+    """The EventBridge "Scheduled Event" that invokes a scheduled function on AWS."""
+    import uuid
+    from datetime import UTC, datetime
+
+    return {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": "Scheduled Event",
+        "source": "aws.events",
+        "account": "123456789012",
+        "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "region": region,
+        "resources": [f"arn:aws:events:{region}:123456789012:rule/serverless-broker-reconciler"],
+        "detail": {},
+    }
+
+
 def _configure_logging() -> None:
     import logging
 
@@ -96,7 +124,15 @@ def run_dev(opts: DevOptions) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         _say(f"embedded AWS endpoint (moto) on {endpoint}")
+        from brokerctl.kafka_local import allow_kafka_mappings_in_moto
+
+        allow_kafka_mappings_in_moto()
     _configure_environment(opts, endpoint)
+    local_kafka, kafka_bootstrap = _start_kafka(opts)
+    if opts.kafka and kafka_bootstrap is None:
+        if embedded is not None:
+            embedded.stop()
+        return 2
 
     # Imported only now: the app reads its settings from the environment configured above.
     import app as chalice_app
@@ -118,7 +154,20 @@ def run_dev(opts: DevOptions) -> int:
         _say,
     )
     sources.start()
-    timer = _Timer(opts.reconcile_interval, lambda: chalice_app.reconciler({}, None), _say)
+    kafka_sources = None
+    if kafka_bootstrap is not None:
+        from brokerctl.kafka_local import KafkaEventSources
+
+        kafka_sources = KafkaEventSources(
+            container.clients, settings.kafka_function, chalice_app.kafka_ingress, _say,
+            local_bootstrap=kafka_bootstrap,
+        )  # fmt: skip
+        kafka_sources.start()
+    timer = _Timer(
+        opts.reconcile_interval,
+        lambda: chalice_app.reconciler(scheduled_event(settings.region), None),
+        _say,
+    )
     timer.start()
     server = AppServer(chalice_app.app, opts.host, opts.port, _say)
     server.start()
@@ -140,10 +189,40 @@ def run_dev(opts: DevOptions) -> int:
         server.stop()
         timer.stop()
         sources.stop()
+        if kafka_sources is not None:
+            kafka_sources.stop()
+        if local_kafka is not None:
+            local_kafka.stop()
         if embedded is not None:
             embedded.stop()
         _say("stopped")
     return 0
+
+
+def _start_kafka(opts: DevOptions) -> tuple[Any, str | None]:
+    """(the local Kafka we started or None, the bootstrap address or None without --kafka)."""
+    if not opts.kafka:
+        return None, None
+    if opts.kafka_bootstrap:
+        _say(f"kafka: using {opts.kafka_bootstrap}")
+        return None, opts.kafka_bootstrap
+    from brokerctl.kafka_local import LocalKafka
+
+    if not port_is_free(opts.host, opts.kafka_port):
+        print(
+            f"error: Kafka port {opts.kafka_port} is in use (use --kafka-port or BROKER_KAFKA_PORT, "
+            "or --kafka-bootstrap for a running Kafka)",
+            file=sys.stderr,
+        )
+        return None, None
+    kafka = LocalKafka(opts.host, opts.kafka_port)
+    try:
+        bootstrap = kafka.start()
+    except (OSError, RuntimeError) as exc:
+        print(f"error: local Kafka (Tansu) did not start: {exc}", file=sys.stderr)
+        return None, None
+    _say(f"kafka (Tansu) on {bootstrap}")
+    return kafka, bootstrap
 
 
 def _wait_healthy(url: str, timeout: float = 30.0) -> None:
