@@ -74,10 +74,6 @@ def command(handler: Handler) -> Callable[[argparse.Namespace], int]:
     return run
 
 
-def fmt(args: argparse.Namespace) -> str | None:
-    return getattr(args, "output", None)
-
-
 def wait_ready(
     fetch: Callable[[], Mapping[str, Any]],
     what: str,
