@@ -29,6 +29,9 @@ def _dev(args: argparse.Namespace) -> int:
             aws_port=args.aws_port,
             reconcile_interval=args.reconcile_interval,
             cache_ttl=args.cache_ttl,
+            kafka=args.kafka,
+            kafka_port=args.kafka_port,
+            kafka_bootstrap=args.kafka_bootstrap,
         )
     )
 
@@ -46,6 +49,20 @@ def add_dev_parser(sub: Any) -> None:
     dev.add_argument("--aws-port", type=int, default=int(os.environ.get("BROKER_AWS_PORT", "4566")))
     dev.add_argument("--reconcile-interval", type=float, default=30.0, help="seconds")
     dev.add_argument("--cache-ttl", type=float, default=None, help="ingress cache TTL, seconds")
+    dev.add_argument(
+        "--kafka",
+        action="store_true",
+        default=os.environ.get("BROKER_KAFKA", "").lower() in {"1", "true", "yes", "on"},
+        help="also run a local Kafka (Tansu) and the Kafka event source emulation",
+    )
+    dev.add_argument(
+        "--kafka-port", type=int, default=int(os.environ.get("BROKER_KAFKA_PORT", "9092"))
+    )
+    dev.add_argument(
+        "--kafka-bootstrap",
+        default=os.environ.get("BROKER_KAFKA_BOOTSTRAP") or None,
+        help="with --kafka: use this running Kafka (host:port) instead of starting one",
+    )
     dev.set_defaults(func=_dev)
 
 

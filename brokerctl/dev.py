@@ -210,8 +210,8 @@ def _start_kafka(opts: DevOptions) -> tuple[Any, str | None]:
 
     if not port_is_free(opts.host, opts.kafka_port):
         print(
-            f"error: Kafka port {opts.kafka_port} is in use (use --kafka-port or BROKER_KAFKA_PORT, "
-            "or --kafka-bootstrap for a running Kafka)",
+            f"error: Kafka port {opts.kafka_port} is in use (use --kafka-port or "
+            "BROKER_KAFKA_PORT, or --kafka-bootstrap for a running Kafka)",
             file=sys.stderr,
         )
         return None, None
