@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from chalice import Chalice, IAMAuthorizer, Response
+from chalice.app import Chalice, IAMAuthorizer, Request, Response
 
 from chalicelib.config import APP_NAME, Settings
 from chalicelib.container import get_container
 from chalicelib.core.errors import BrokerError
 from chalicelib.http_errors import json_response, problem_from
+from chalicelib.services.http_input import parse_limit
 
 app = Chalice(app_name=APP_NAME)
 # API Gateway passes bodies of these media types to Lambda base64-encoded, so binary event data
@@ -42,20 +44,35 @@ ANY = ["*/*"]
 ALL_METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"]
 
 
-def _request() -> tuple[dict[str, str], bytes]:
+def _current() -> Request:
     request = app.current_request
-    headers = {k.lower(): v for k, v in request.headers.items()}
-    return headers, request.raw_body or b""
+    assert request is not None, "only called while handling a request"
+    return request
+
+
+def _method() -> str:
+    return str(_current().method)
+
+
+def _query(name: str, default: str) -> str:
+    params: dict[str, str] = dict(_current().query_params or {})
+    return params.get(name, default)
+
+
+def _request() -> tuple[dict[str, str], bytes]:
+    request = _current()
+    headers = {str(k).lower(): str(v) for k, v in request.headers.items()}
+    raw = request.raw_body or b""
+    return headers, raw if isinstance(raw, bytes) else raw.encode()
 
 
 def _json_body() -> Any:
     from chalicelib.services.http_input import parse_json_body
 
-    headers, body = _request()
-    return parse_json_body(body)
+    return parse_json_body(_request()[1])
 
 
-def _guarded(fn: Any) -> Any:
+def _guarded(fn: Callable[[], Response]) -> Response:
     try:
         return fn()
     except BrokerError as exc:
@@ -73,16 +90,16 @@ def healthz() -> Response:
 @app.route("/metrics", methods=["GET"])
 def metrics() -> Response:
     text = get_container().metrics.prometheus_text()
-    return Response(body=text, status_code=200, headers={"Content-Type": "text/plain; version=0.0.4"})
+    headers: dict[str, str | list[str]] = {"Content-Type": "text/plain; version=0.0.4"}
+    return Response(body=text, status_code=200, headers=headers)
 
 
 @app.route("/{namespace}/{broker}", methods=ALL_METHODS, content_types=ANY)
 def ingress(namespace: str, broker: str) -> Response:
     headers, body = _request()
-    result = get_container().ingress.handle_http(
-        app.current_request.method, namespace, broker, headers, body
-    )
-    return Response(body=result.body, status_code=result.status, headers=result.headers)
+    result = get_container().ingress.handle_http(_method(), namespace, broker, headers, body)
+    out: dict[str, str | list[str]] = dict(result.headers)
+    return Response(body=result.body, status_code=result.status, headers=out)
 
 
 # ---- control plane: brokers --------------------------------------------------------------------
@@ -91,15 +108,20 @@ def ingress(namespace: str, broker: str) -> Response:
 @app.route(f"{CP}/brokers", methods=["GET", "POST"], authorizer=_CP_AUTH, content_types=ANY)
 def brokers(namespace: str) -> Response:
     cp = get_container().control_plane
-    if app.current_request.method == "GET":
+    if _method() == "GET":
         return _guarded(lambda: json_response(cp.list_brokers(namespace)))
     return _guarded(lambda: json_response(cp.create_broker(namespace, _json_body()), 201))
 
 
-@app.route(f"{CP}/brokers/{{name}}", methods=["GET", "PUT", "DELETE"], authorizer=_CP_AUTH, content_types=ANY)
+@app.route(
+    f"{CP}/brokers/{{name}}",
+    methods=["GET", "PUT", "DELETE"],
+    authorizer=_CP_AUTH,
+    content_types=ANY,
+)
 def broker(namespace: str, name: str) -> Response:
     cp = get_container().control_plane
-    method = app.current_request.method
+    method = _method()
     if method == "GET":
         return _guarded(lambda: json_response(cp.get_broker(namespace, name)))
     if method == "DELETE":
@@ -118,15 +140,20 @@ def broker(namespace: str, name: str) -> Response:
 @app.route(f"{CP}/triggers", methods=["GET", "POST"], authorizer=_CP_AUTH, content_types=ANY)
 def triggers(namespace: str) -> Response:
     cp = get_container().control_plane
-    if app.current_request.method == "GET":
+    if _method() == "GET":
         return _guarded(lambda: json_response(cp.list_triggers(namespace)))
     return _guarded(lambda: json_response(cp.create_trigger(namespace, _json_body()), 201))
 
 
-@app.route(f"{CP}/triggers/{{name}}", methods=["GET", "PUT", "DELETE"], authorizer=_CP_AUTH, content_types=ANY)
+@app.route(
+    f"{CP}/triggers/{{name}}",
+    methods=["GET", "PUT", "DELETE"],
+    authorizer=_CP_AUTH,
+    content_types=ANY,
+)
 def trigger(namespace: str, name: str) -> Response:
     cp = get_container().control_plane
-    method = app.current_request.method
+    method = _method()
     if method == "GET":
         return _guarded(lambda: json_response(cp.get_trigger(namespace, name)))
     if method == "DELETE":
@@ -139,24 +166,31 @@ def trigger(namespace: str, name: str) -> Response:
     return _guarded(put)
 
 
-@app.route(f"{CP}/triggers/{{name}}/deadletters", methods=["GET", "DELETE"], authorizer=_CP_AUTH,
-           content_types=ANY)
+@app.route(
+    f"{CP}/triggers/{{name}}/deadletters",
+    methods=["GET", "DELETE"],
+    authorizer=_CP_AUTH,
+    content_types=ANY,
+)
 def dead_letters(namespace: str, name: str) -> Response:
     c = get_container()
-    request = app.current_request
 
     def run() -> Response:
         broker = c.control_plane.broker_of_trigger(namespace, name)
-        if request.method == "DELETE":
+        if _method() == "DELETE":
             return json_response(c.dead_letters.purge(namespace, broker, name))
-        limit = int((request.query_params or {}).get("limit", "100"))
+        limit = parse_limit(_query("limit", "100"))
         return json_response(c.dead_letters.list(namespace, broker, name, limit))
 
     return _guarded(run)
 
 
-@app.route(f"{CP}/triggers/{{name}}/deadletters/redrive", methods=["POST"], authorizer=_CP_AUTH,
-           content_types=ANY)
+@app.route(
+    f"{CP}/triggers/{{name}}/deadletters/redrive",
+    methods=["POST"],
+    authorizer=_CP_AUTH,
+    content_types=ANY,
+)
 def redrive_dead_letters(namespace: str, name: str) -> Response:
     c = get_container()
 
@@ -170,17 +204,22 @@ def redrive_dead_letters(namespace: str, name: str) -> Response:
 # ---- control plane: ingress tokens -------------------------------------------------------------
 
 
-@app.route(f"{CP}/brokers/{{name}}/tokens", methods=["GET", "POST"], authorizer=_CP_AUTH,
-           content_types=ANY)
+@app.route(
+    f"{CP}/brokers/{{name}}/tokens", methods=["GET", "POST"], authorizer=_CP_AUTH, content_types=ANY
+)
 def broker_tokens(namespace: str, name: str) -> Response:
     tokens = get_container().tokens
-    if app.current_request.method == "GET":
+    if _method() == "GET":
         return _guarded(lambda: json_response(tokens.list(namespace, name)))
     return _guarded(lambda: json_response(tokens.create(namespace, name), 201))
 
 
-@app.route(f"{CP}/brokers/{{name}}/tokens/{{token_id}}", methods=["DELETE"],
-           authorizer=_CP_AUTH, content_types=ANY)
+@app.route(
+    f"{CP}/brokers/{{name}}/tokens/{{token_id}}",
+    methods=["DELETE"],
+    authorizer=_CP_AUTH,
+    content_types=ANY,
+)
 def broker_token(namespace: str, name: str, token_id: str) -> Response:
     return _guarded(lambda: json_response(get_container().tokens.revoke(namespace, name, token_id)))
 
@@ -193,16 +232,17 @@ KS = "/apis/sources.knative.dev/v1/namespaces/{namespace}/kafkasources"
 @app.route(KS, methods=["GET", "POST"], authorizer=_CP_AUTH, content_types=ANY)
 def kafka_sources(namespace: str) -> Response:
     sources = get_container().kafka_sources
-    if app.current_request.method == "GET":
+    if _method() == "GET":
         return _guarded(lambda: json_response(sources.list_sources(namespace)))
     return _guarded(lambda: json_response(sources.create_source(namespace, _json_body()), 201))
 
 
-@app.route(f"{KS}/{{name}}", methods=["GET", "PUT", "DELETE"], authorizer=_CP_AUTH,
-           content_types=ANY)
+@app.route(
+    f"{KS}/{{name}}", methods=["GET", "PUT", "DELETE"], authorizer=_CP_AUTH, content_types=ANY
+)
 def kafka_source(namespace: str, name: str) -> Response:
     sources = get_container().kafka_sources
-    method = app.current_request.method
+    method = _method()
     if method == "GET":
         return _guarded(lambda: json_response(sources.get_source(namespace, name)))
     if method == "DELETE":
@@ -215,13 +255,14 @@ def kafka_source(namespace: str, name: str) -> Response:
     return _guarded(put)
 
 
-@app.route(f"{KS}/{{name}}/failures", methods=["GET", "DELETE"], authorizer=_CP_AUTH,
-           content_types=ANY)
+@app.route(
+    f"{KS}/{{name}}/failures", methods=["GET", "DELETE"], authorizer=_CP_AUTH, content_types=ANY
+)
 def kafka_source_failures(namespace: str, name: str) -> Response:
     sources = get_container().kafka_sources
-    if app.current_request.method == "DELETE":
+    if _method() == "DELETE":
         return _guarded(lambda: json_response(sources.purge_failures(namespace, name)))
-    limit = (app.current_request.query_params or {}).get("limit", "100")
+    limit = _query("limit", "100")
     return _guarded(lambda: json_response(sources.failures(namespace, name, limit)))
 
 

@@ -56,7 +56,10 @@ def _table(decl: Declarations, clients: AwsClients, say: Callable[[str], None]) 
         if decl.table_ttl_attribute:
             ddb.update_time_to_live(
                 TableName=name,
-                TimeToLiveSpecification={"Enabled": True, "AttributeName": decl.table_ttl_attribute},
+                TimeToLiveSpecification={
+                    "Enabled": True,
+                    "AttributeName": decl.table_ttl_attribute,
+                },
             )
         say(f"created table {name}")
 

@@ -187,7 +187,10 @@ class SqsEventSources:
         for uuid, mapping in wanted.items():
             if uuid not in self._pollers and not self._stop.is_set():
                 poller = _Poller(
-                    mapping, self._clients, self._handlers[mapping.function_name], self._region,
+                    mapping,
+                    self._clients,
+                    self._handlers[mapping.function_name],
+                    self._region,
                     self._log,
                 )
                 self._pollers[uuid] = poller

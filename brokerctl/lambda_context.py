@@ -10,7 +10,9 @@ class LocalLambdaContext:
     def __init__(self, function_name: str, timeout_s: int = 60, memory_mb: int = 512) -> None:
         self.function_name = function_name
         self.function_version = "$LATEST"
-        self.invoked_function_arn = f"arn:aws:lambda:us-east-1:123456789012:function:{function_name}"
+        self.invoked_function_arn = (
+            f"arn:aws:lambda:us-east-1:123456789012:function:{function_name}"
+        )
         self.memory_limit_in_mb = memory_mb
         self.aws_request_id = str(uuid.uuid4())
         self.log_group_name = f"/aws/lambda/{function_name}"

@@ -69,6 +69,8 @@ class Settings:
             local_mode=_bool(env.get("BROKER_LOCAL_MODE"), stage == "local"),
             delivery_function_timeout_seconds=int(get("BROKER_DELIVERY_TIMEOUT_SECONDS", "60")),
             subscriber_allowlist=tuple(
-                s.strip() for s in env.get("BROKER_SUBSCRIBER_ALLOWLIST", "").split(",") if s.strip()
+                s.strip()
+                for s in env.get("BROKER_SUBSCRIBER_ALLOWLIST", "").split(",")
+                if s.strip()
             ),
         )

@@ -3,6 +3,8 @@ and an AWS adapter (chalicelib/adapters), and one contract suite runs on both (t
 
 from __future__ import annotations
 
+import builtins
+
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -29,7 +31,7 @@ class ResourceStore(Protocol):
 
     def get(self, kind: str, namespace: str, name: str) -> StoredItem | None: ...
 
-    def list(self, kind: str, namespace: str | None = None) -> list[StoredItem]: ...
+    def list(self, kind: str, namespace: str | None = None) -> builtins.list[StoredItem]: ...
 
     def put(
         self,
@@ -73,19 +75,19 @@ class Queues(Protocol):
 
     def get(self, name: str) -> QueueInfo | None: ...
 
-    def list(self, prefix: str) -> list[QueueInfo]: ...
+    def list(self, prefix: str) -> builtins.list[QueueInfo]: ...
 
     def set_attributes(self, name: str, attributes: Mapping[str, str]) -> None: ...
 
     def delete(self, name: str) -> None: ...
 
-    def send_batch(self, name: str, messages: Sequence[OutgoingMessage]) -> list[str]:
+    def send_batch(self, name: str, messages: Sequence[OutgoingMessage]) -> builtins.list[str]:
         """Send up to 10 messages; return the ids of the entries that failed."""
         ...
 
     def receive(
         self, name: str, max_messages: int, wait_seconds: int, visibility_timeout: int | None
-    ) -> list[ReceivedMessage]: ...
+    ) -> builtins.list[ReceivedMessage]: ...
 
     def delete_message(self, name: str, receipt_handle: str) -> None: ...
 
@@ -109,7 +111,7 @@ class MappingInfo:
 class Mappings(Protocol):
     """Lambda event source mappings (SQS → function)."""
 
-    def list(self, function_name: str) -> list[MappingInfo]: ...
+    def list(self, function_name: str) -> builtins.list[MappingInfo]: ...
 
     def create(
         self,
@@ -164,7 +166,7 @@ class HttpSender(Protocol):
 class KafkaMappings(Protocol):
     """Lambda event source mappings that read a Kafka topic (self-managed Kafka or MSK)."""
 
-    def list(self, function_name: str) -> list[KafkaMappingInfo]: ...
+    def list(self, function_name: str) -> builtins.list[KafkaMappingInfo]: ...
 
     def create(self, spec: KafkaMappingSpec, enabled: bool) -> KafkaMappingInfo: ...
 

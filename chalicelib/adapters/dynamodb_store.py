@@ -1,10 +1,13 @@
 """ResourceStore on one DynamoDB table: pk = "{kind}#{namespace}", sk = name.
 
 Creates are conditional (attribute_not_exists); replaces are conditional on the stored version.
-Documents are stored as a JSON string attribute so that any JSON shape (floats, empty maps) survives.
+Documents are stored as a JSON string attribute so that any JSON shape (floats, empty maps)
+survives.
 """
 
 from __future__ import annotations
+
+import builtins
 
 import json
 from collections.abc import Mapping
@@ -35,8 +38,8 @@ class DynamoResourceStore:
         item = out.get("Item")
         return _to_stored(item) if item else None
 
-    def list(self, kind: str, namespace: str | None = None) -> list[StoredItem]:
-        items: list[dict[str, Any]] = []
+    def list(self, kind: str, namespace: str | None = None) -> builtins.list[StoredItem]:
+        items: builtins.list[dict[str, Any]] = []
         kwargs: dict[str, Any]
         if namespace is not None:
             kwargs = {

@@ -53,16 +53,17 @@ class _GuardedBackend(httpcore.SyncBackend):
         addresses = [info[4][0] for info in infos]
         allowed = [a for a in addresses if not is_blocked(str(a), self._allowlist)]
         if not allowed:
+            listed = ", ".join(map(str, addresses))
             raise httpcore.ConnectError(
-                f"subscriber address {host} resolves to a blocked range ({', '.join(map(str, addresses))})"
+                f"subscriber address {host} resolves to a blocked range ({listed})"
             )
-        return super().connect_tcp(
-            str(allowed[0]), port, timeout, local_address, socket_options
-        )
+        return super().connect_tcp(str(allowed[0]), port, timeout, local_address, socket_options)
 
 
 class HttpxSender:
-    def __init__(self, *, guard: bool, allowlist: tuple[str, ...] = (), pool_size: int = 32) -> None:
+    def __init__(
+        self, *, guard: bool, allowlist: tuple[str, ...] = (), pool_size: int = 32
+    ) -> None:
         limits = httpx.Limits(max_connections=pool_size, max_keepalive_connections=pool_size)
         transport = httpx.HTTPTransport(limits=limits, retries=0)
         if guard:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import builtins
+
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,8 +20,8 @@ class LambdaMappings:
     def _lambda(self) -> Any:
         return self._clients.client("lambda")
 
-    def list(self, function_name: str) -> list[MappingInfo]:
-        result: list[MappingInfo] = []
+    def list(self, function_name: str) -> builtins.list[MappingInfo]:
+        result: builtins.list[MappingInfo] = []
         kwargs: dict[str, Any] = {"FunctionName": function_name}
         with translated(f"list mappings of {function_name}"):
             while True:

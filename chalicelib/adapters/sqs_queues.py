@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import builtins
+
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -53,10 +55,12 @@ class SqsQueues:
         with translated(f"queue attributes {name}"):
             attrs = self._sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])
         attributes = attrs.get("Attributes", {})
-        return QueueInfo(name=name, url=url, arn=attributes.get("QueueArn", ""), attributes=attributes)
+        return QueueInfo(
+            name=name, url=url, arn=attributes.get("QueueArn", ""), attributes=attributes
+        )
 
-    def list(self, prefix: str) -> list[QueueInfo]:
-        urls: list[str] = []
+    def list(self, prefix: str) -> builtins.list[QueueInfo]:
+        urls: builtins.list[str] = []
         kwargs: dict[str, Any] = {"QueueNamePrefix": prefix, "MaxResults": 1000}
         with translated("list queues"):
             while True:
@@ -88,7 +92,7 @@ class SqsQueues:
             self._sqs.delete_queue(QueueUrl=url)
         self._urls.pop(name, None)
 
-    def send_batch(self, name: str, messages: Sequence[OutgoingMessage]) -> list[str]:
+    def send_batch(self, name: str, messages: Sequence[OutgoingMessage]) -> builtins.list[str]:
         entries = [
             {"Id": m.id, "MessageBody": m.body, "DelaySeconds": m.delay_seconds} for m in messages
         ]
@@ -98,7 +102,7 @@ class SqsQueues:
 
     def receive(
         self, name: str, max_messages: int, wait_seconds: int, visibility_timeout: int | None
-    ) -> list[ReceivedMessage]:
+    ) -> builtins.list[ReceivedMessage]:
         kwargs: dict[str, Any] = {
             "QueueUrl": self._url(name),
             "MaxNumberOfMessages": max_messages,

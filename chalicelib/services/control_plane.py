@@ -7,6 +7,7 @@ stored facts and the broker's existence each time it is read; Ready is derived, 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from collections.abc import Callable, Mapping
@@ -120,6 +121,7 @@ class ControlPlane:
             provisioned_at=_parse_iso(state.get("stored_at")),
             previous=item.doc.get("status"),
         )
+        self._remember_status(item, status)
         return resources.broker_to_json(broker, status)
 
     # ---- triggers ------------------------------------------------------------------------------
@@ -182,7 +184,7 @@ class ControlPlane:
         return resources.trigger_from_item(item.doc["resource"]).broker
 
     def _trigger_json(
-        self, item: StoredItem, broker_item: StoredItem | None | bool = False
+        self, item: StoredItem, broker_item: StoredItem | bool | None = False
     ) -> dict[str, Any]:
         trigger = resources.trigger_from_item(item.doc["resource"])
         if broker_item is False:
@@ -203,7 +205,19 @@ class ControlPlane:
             provisioned_at=_parse_iso(state.get("provisioned_at")),
             previous=item.doc.get("status"),
         )
+        self._remember_status(item, status)
         return resources.trigger_to_json(trigger, status)
+
+    def _remember_status(self, item: StoredItem, status: Mapping[str, Any]) -> None:
+        """Store the status when a condition changed, so lastTransitionTime keeps the time of the
+        transition instead of the time of the read (as Knative's controllers write status)."""
+        stored = item.doc.get("status") or {}
+        if _transitions(stored) == _transitions(status):
+            return
+        doc = dict(item.doc)
+        doc["status"] = dict(status)
+        with contextlib.suppress(ConflictError):  # a concurrent write wins; next read retries
+            self._store.put(item.kind, item.namespace, item.name, doc, item.version)
 
     # ---- provisioning --------------------------------------------------------------------------
 
@@ -287,6 +301,13 @@ class ControlPlane:
     def _triggers_of(self, namespace: str, broker: str) -> list[StoredItem]:
         items = self._store.list(TRIGGER, namespace)
         return [s for s in items if resources.trigger_from_item(s.doc["resource"]).broker == broker]
+
+
+def _transitions(status: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    return sorted(
+        (str(c.get("type")), str(c.get("status")), str(c.get("reason", "")))
+        for c in status.get("conditions", [])
+    )
 
 
 def _status_ok(kind: str, name: str, details: Mapping[str, Any]) -> dict[str, Any]:

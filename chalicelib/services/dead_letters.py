@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import builtins
+
 import json
 from typing import Any
 
 from chalicelib.core import codec, names
-from chalicelib.core.errors import NotFoundError, ValidationError, Problem
+from chalicelib.core.errors import NotFoundError, Problem, ValidationError
 from chalicelib.core.message import decode_message
 from chalicelib.ports import OutgoingMessage, Queues, ReceivedMessage
 from chalicelib.services.claims import Claims
@@ -74,7 +76,7 @@ class DeadLetters:
         self._queues.purge(dlq)
         return {"purged": depth}
 
-    def _peek(self, dlq: str, limit: int) -> list[ReceivedMessage]:
+    def _peek(self, dlq: str, limit: int) -> builtins.list[ReceivedMessage]:
         seen: dict[str, ReceivedMessage] = {}
         while len(seen) < limit:
             batch = self._queues.receive(dlq, min(10, limit - len(seen)), 0, PEEK_VISIBILITY)

@@ -110,10 +110,10 @@ class Delivery:
                 raise error
 
         processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
-        response: dict[str, Any] = process_partial_response(
+        response = process_partial_response(
             event=dict(event), record_handler=record_handler, processor=processor, context=context
         )
-        return response
+        return dict(response)
 
     def _safe_handle(self, record: Mapping[str, Any]) -> Exception | None:
         try:
@@ -142,7 +142,9 @@ class Delivery:
             # here they are dropped on purpose, and said so.
             log.warning(
                 "dropping event for missing trigger %s/%s/%s",
-                queued.namespace, queued.broker, queued.trigger,
+                queued.namespace,
+                queued.broker,
+                queued.trigger,
             )
             return
         event = self._claims.load(queued)
@@ -177,7 +179,9 @@ class Delivery:
     ) -> None:
         name = outcome.name
         if name in {"SUCCESS", "REPLY"}:
-            self._record(route, event, attempt, response, "reply" if name == "REPLY" else "delivered")
+            self._record(
+                route, event, attempt, response, "reply" if name == "REPLY" else "delivered"
+            )
             return
         spec = route.delivery
         if name == "RETRY" and not delivery_policy.should_dead_letter(attempt, spec):
@@ -188,7 +192,9 @@ class Delivery:
                 queue, record["receiptHandle"], delivery_policy.visibility_timeout_for(delay)
             )
             self._record(route, event, attempt, response, "retry")
-            raise RetryLaterError(f"attempt {attempt} answered {response.status}; retry in {delay}s")
+            raise RetryLaterError(
+                f"attempt {attempt} answered {response.status}; retry in {delay}s"
+            )
         if self._dead_letter_mode:
             # The dead-letter sink itself failed for good: keep the event in the DLQ, out of sight
             # for the longest visibility SQS allows, for inspection and redrive.
@@ -197,8 +203,11 @@ class Delivery:
             raise RetryLaterError("dead-letter sink failed; event kept in the DLQ")
         extensions = delivery_policy.dead_letter_extensions(target, response.status, response.body)
         body = self._claims.message_body(
-            queued.namespace, queued.broker, queued.trigger,
-            event.replace_attributes(extensions), queued.headers,
+            queued.namespace,
+            queued.broker,
+            queued.trigger,
+            event.replace_attributes(extensions),
+            queued.headers,
         )
         failed = self._queues.send_batch(route.dlq, [OutgoingMessage("0", body)])
         if failed:
@@ -302,14 +311,28 @@ class Delivery:
         self._metrics.count(metric, dims)
         log.info(
             "deliver %s/%s/%s id=%s attempt=%d -> %s %s (%.1f ms)",
-            route.namespace, route.broker, route.name, event.id, attempt,
-            response.status if response.status is not None else "error", outcome,
+            route.namespace,
+            route.broker,
+            route.name,
+            event.id,
+            attempt,
+            response.status if response.status is not None else "error",
+            outcome,
             response.elapsed_ms,
         )
         record = archive.delivery_record(
-            route.namespace, route.broker, route.name, event.id, event.type, event.source,
+            route.namespace,
+            route.broker,
+            route.name,
+            event.id,
+            event.type,
+            event.source,
             str(event.get("knativearrivaltime") or archive.rfc3339(self._clock())),
-            attempt, response.status, outcome, response.elapsed_ms, self._clock(),
+            attempt,
+            response.status,
+            outcome,
+            response.elapsed_ms,
+            self._clock(),
         )
         try:
             self._archive.put([archive.encode_line(record)])

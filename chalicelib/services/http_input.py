@@ -15,3 +15,10 @@ def parse_json_body(body: bytes) -> Any:
         return json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValidationError([Problem("body", f"not valid JSON: {exc}")]) from None
+
+
+def parse_limit(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ValidationError([Problem("limit", f"must be an integer, got {text!r}")]) from None

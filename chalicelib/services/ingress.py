@@ -23,11 +23,11 @@ from chalicelib.core.errors import (
 )
 from chalicelib.core.event import CloudEvent
 from chalicelib.core.message import ClaimCheck, passthrough_headers
-from chalicelib.problems import PROBLEM_TYPE, problem_of, status_of
+from chalicelib.core.resources import DEFAULT_MAX_EVENT_BYTES
 from chalicelib.ports import Archive, OutgoingMessage, Queues
+from chalicelib.problems import PROBLEM_TYPE, problem_of, status_of
 from chalicelib.services.claims import SQS_MAX_BYTES, Claims
 from chalicelib.services.metrics import Metrics, status_class
-from chalicelib.core.resources import DEFAULT_MAX_EVENT_BYTES
 from chalicelib.services.routing import BrokerConfig, ConfigCache, Route
 
 TTL_ATTRIBUTE = "knativebrokerttl"
@@ -62,6 +62,7 @@ class Ingress:
         metrics: Metrics,
         clock: Callable[[], datetime] = utcnow,
         log: Callable[[str], None] | None = None,
+        observe: Callable[[str, str, Sequence[CloudEvent]], None] | None = None,
     ) -> None:
         self._cache = cache
         self._queues = queues
@@ -70,6 +71,8 @@ class Ingress:
         self._metrics = metrics
         self._clock = clock
         self._log = log or (lambda line: None)
+        # The registry's sample of event types seen (services/event_types.py); no I/O per event.
+        self._observe = observe
 
     # ---- HTTP ---------------------------------------------------------------------------------
 
@@ -85,7 +88,8 @@ class Ingress:
             )
         if method != "POST":
             return self._problem(
-                namespace, broker,
+                namespace,
+                broker,
                 MethodNotAllowedError(f"{method} is not allowed here; send events with POST"),
                 "method_not_allowed",
             )
@@ -101,8 +105,11 @@ class Ingress:
         limit = config.max_event_bytes if config else DEFAULT_MAX_EVENT_BYTES
         if len(body) > limit:
             return self._problem(
-                namespace, broker,
-                PayloadTooLargeError(f"the event is {len(body)} bytes; this broker accepts {limit}"),
+                namespace,
+                broker,
+                PayloadTooLargeError(
+                    f"the event is {len(body)} bytes; this broker accepts {limit}"
+                ),
                 "too_large",
             )
         try:
@@ -118,17 +125,24 @@ class Ingress:
             return self._problem(namespace, broker, exc, "invalid_event")
         if config is None:
             return self._problem(
-                namespace, broker,
-                NotFoundError(f'broker "{namespace}/{broker}" does not exist'), "unknown_broker",
+                namespace,
+                broker,
+                NotFoundError(f'broker "{namespace}/{broker}" does not exist'),
+                "unknown_broker",
                 events,
             )
         if config.auth == "token" and not tokens.verify(
             tokens.bearer(headers.get("authorization")) or "", config.token_hashes
         ):
             return self._problem(
-                namespace, broker,
-                UnauthorizedError("this broker requires a bearer token (Authorization: Bearer ...)"),
-                "unauthorized", events, {"WWW-Authenticate": 'Bearer realm="broker"'},
+                namespace,
+                broker,
+                UnauthorizedError(
+                    "this broker requires a bearer token (Authorization: Bearer ...)"
+                ),
+                "unauthorized",
+                events,
+                {"WWW-Authenticate": 'Bearer realm="broker"'},
             )
         try:
             self.ingest(config, events, passthrough_headers(headers))
@@ -180,6 +194,8 @@ class Ingress:
         for queue, bodies in per_queue.items():
             self._send_all(queue, bodies)
         self._archive_quietly(records)
+        if self._observe is not None:
+            self._observe(config.namespace, config.name, prepared)
 
     def _prepare(self, event: CloudEvent, arrival: str) -> CloudEvent:
         raw = event.get(TTL_ATTRIBUTE)

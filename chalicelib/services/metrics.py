@@ -78,8 +78,7 @@ def emf_record(name: str, unit: str, dimensions: Mapping[str, str], value: float
     for key, dim_value in dimensions.items():
         provider.add_dimension(key, dim_value)
     provider.add_metric(name=name, unit=unit, value=value)
-    record: dict[str, Any] = provider.serialize_metric_set()
-    return record
+    return dict(provider.serialize_metric_set())
 
 
 def _labels(dims: tuple[tuple[str, str], ...]) -> str:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Sequence
 
 from chalicelib.config import Settings
@@ -111,10 +112,8 @@ class Provisioner:
         elif isinstance(action, EnableMapping):
             self._mappings.set_enabled(action.uuid, True)
         elif isinstance(action, DeleteMapping):
-            try:
+            with contextlib.suppress(NotFoundError):  # already gone: the goal is met
                 self._mappings.delete(action.uuid)
-            except NotFoundError:
-                pass
         else:  # pragma: no cover - the Action union is closed
             raise TypeError(f"unknown action {action!r}")
 

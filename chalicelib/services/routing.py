@@ -3,7 +3,7 @@
 The ingress must not call DynamoDB per event: a broker's configuration (annotations, token hashes)
 and its triggers' routes (filter index, queue names, effective delivery) are loaded together and
 kept for ``ttl`` seconds. The control plane reports a trigger Ready only once that TTL has passed
-since it was provisioned (DESIGN.md §2.2 "Propagating"), so a Ready trigger is seen by every ingress.
+since it was provisioned (DESIGN.md §2.2 "Propagating"), so every ingress sees a Ready trigger.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from chalicelib.ports import ResourceStore
 BROKER = "broker"
 TRIGGER = "trigger"
 TOKEN = "token"
+
 
 @dataclass(frozen=True)
 class Route:
@@ -97,9 +98,7 @@ def load_broker_config(
     hashes: tuple[str, ...] = ()
     if broker.ingress_auth == "token":
         hashes = tuple(
-            str(t.doc["hash"])
-            for t in store.list(TOKEN, namespace)
-            if t.doc.get("broker") == name
+            str(t.doc["hash"]) for t in store.list(TOKEN, namespace) if t.doc.get("broker") == name
         )
     ready = [r for r in routes if r.ready]
     return BrokerConfig(

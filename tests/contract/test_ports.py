@@ -194,7 +194,7 @@ def test_mappings_lifecycle(mapping_env: Any) -> None:
     assert listed[0].function_response_types == ("ReportBatchItemFailures",)
     assert listed[0].function_name == function
     mappings.set_enabled(created.uuid, False)
-    assert not [m for m in mappings.list(function) if m.uuid == created.uuid][0].enabled
+    assert not next(m for m in mappings.list(function) if m.uuid == created.uuid).enabled
     mappings.delete(created.uuid)
     assert [m for m in mappings.list(function) if m.uuid == created.uuid] == []
 
@@ -228,5 +228,7 @@ def test_archive_accepts_batches(request: pytest.FixtureRequest) -> None:
     assert memory.records == records
     s3 = clients.client("s3")
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket=settings.archive_bucket)["Contents"]]
-    bodies = b"".join(s3.get_object(Bucket=settings.archive_bucket, Key=k)["Body"].read() for k in keys)
+    bodies = b"".join(
+        s3.get_object(Bucket=settings.archive_bucket, Key=k)["Body"].read() for k in keys
+    )
     assert all(r in bodies for r in records)

@@ -37,7 +37,9 @@ class LocalBroker:
     def put(self, namespace: str, kind: str, name: str, body: dict[str, Any]) -> httpx.Response:
         return httpx.put(f"{self.cp(namespace)}/{kind}/{name}", json=body, timeout=30)
 
-    def wait_ready(self, namespace: str, kind: str, name: str, timeout: float = 30) -> dict[str, Any]:
+    def wait_ready(
+        self, namespace: str, kind: str, name: str, timeout: float = 30
+    ) -> dict[str, Any]:
         def ready() -> dict[str, Any] | None:
             doc = httpx.get(f"{self.cp(namespace)}/{kind}/{name}", timeout=10).json()
             conds = {c["type"]: c["status"] for c in doc.get("status", {}).get("conditions", [])}

@@ -46,8 +46,13 @@ def send(b: LocalBroker, ns: str, id_: str) -> None:
     r = httpx.post(
         f"{b.url}/{ns}/default",
         content=b"x",
-        headers={"ce-specversion": "1.0", "ce-id": id_, "ce-source": "/e2e", "ce-type": "t",
-                 "content-type": "text/plain"},
+        headers={
+            "ce-specversion": "1.0",
+            "ce-id": id_,
+            "ce-source": "/e2e",
+            "ce-type": "t",
+            "content-type": "text/plain",
+        },
     )
     assert r.status_code == 202, r.text
 
@@ -59,11 +64,16 @@ def sqs(b: LocalBroker) -> Any:
 def test_trigger_before_broker_then_delivery(broker: LocalBroker) -> None:
     ns = f"c-{uuid.uuid4().hex[:8]}"
     with EventDisplay() as sub:
-        assert broker.put(ns, "triggers", "early", trigger_body("early", sub.url)).status_code == 201
+        assert (
+            broker.put(ns, "triggers", "early", trigger_body("early", sub.url)).status_code == 201
+        )
         doc = get(broker, ns, "triggers", "early")
         assert conditions(doc)["BrokerReady"] == "False"
         assert conditions(doc)["Ready"] == "False"
-        assert broker.put(ns, "brokers", "default", {"metadata": {"name": "default"}}).status_code == 201
+        assert (
+            broker.put(ns, "brokers", "default", {"metadata": {"name": "default"}}).status_code
+            == 201
+        )
         broker.wait_ready(ns, "triggers", "early")
         send(broker, ns, "after-broker")
         assert sub.wait_for(lambda got: len(got) == 1, 30)
@@ -82,10 +92,21 @@ def test_delete_and_recreate_broker(broker: LocalBroker) -> None:
         urls = sqs(broker).list_queues(QueueNamePrefix=queue).get("QueueUrls", [])
         assert urls == []
         wait_until(
-            lambda: httpx.post(f"{broker.url}/{ns}/default", content=b"x", headers={
-                "ce-specversion": "1.0", "ce-id": "gone", "ce-source": "/s", "ce-type": "t",
-            }).status_code == 404,
-            10, "the ingress to forget the broker",
+            lambda: (
+                httpx.post(
+                    f"{broker.url}/{ns}/default",
+                    content=b"x",
+                    headers={
+                        "ce-specversion": "1.0",
+                        "ce-id": "gone",
+                        "ce-source": "/s",
+                        "ce-type": "t",
+                    },
+                ).status_code
+                == 404
+            ),
+            10,
+            "the ingress to forget the broker",
         )
         broker.put(ns, "brokers", "default", {"metadata": {"name": "default"}})
         broker.wait_ready(ns, "triggers", "t")
@@ -103,9 +124,9 @@ def test_reconciler_repairs_a_deleted_queue_and_mapping(broker: LocalBroker) -> 
         client = sqs(broker)
         lam = boto3.client("lambda", endpoint_url=broker.aws_url, region_name="us-east-1")
         url = client.get_queue_url(QueueName=queue)["QueueUrl"]
-        for m in lam.list_event_source_mappings(
-            FunctionName="serverless-broker-local-delivery"
-        )["EventSourceMappings"]:
+        for m in lam.list_event_source_mappings(FunctionName="serverless-broker-local-delivery")[
+            "EventSourceMappings"
+        ]:
             if m["EventSourceArn"].endswith(":" + queue):
                 lam.delete_event_source_mapping(UUID=m["UUID"])
         client.delete_queue(QueueUrl=url)

@@ -96,8 +96,11 @@ def test_event_reaches_matching_subscriber_only(local_broker: LocalBroker) -> No
             ingress,
             content=b"late",
             headers={
-                "ce-specversion": "1.0", "ce-id": "bin-2", "ce-source": "/shop",
-                "ce-type": "com.example.order", "content-type": "text/plain",
+                "ce-specversion": "1.0",
+                "ce-id": "bin-2",
+                "ce-source": "/shop",
+                "ce-type": "com.example.order",
+                "content-type": "text/plain",
             },
         )
         assert r.status_code == 202
@@ -108,13 +111,18 @@ def test_event_reaches_matching_subscriber_only(local_broker: LocalBroker) -> No
 
 def test_healthz_and_errors(local_broker: LocalBroker) -> None:
     assert httpx.get(f"{local_broker.url}/healthz").status_code == 200
-    r = httpx.post(f"{local_broker.url}/nowhere/nobroker", content=b"x",
-                   headers={"ce-specversion": "1.0", "ce-id": "1", "ce-source": "/s",
-                            "ce-type": "t"})
+    r = httpx.post(
+        f"{local_broker.url}/nowhere/nobroker",
+        content=b"x",
+        headers={"ce-specversion": "1.0", "ce-id": "1", "ce-source": "/s", "ce-type": "t"},
+    )
     assert r.status_code == 404
     assert r.headers["content-type"] == "application/problem+json"
-    r = httpx.post(f"{local_broker.url}/nowhere/nobroker", content=b"{}",
-                   headers={"content-type": "application/cloudevents+json"})
+    r = httpx.post(
+        f"{local_broker.url}/nowhere/nobroker",
+        content=b"{}",
+        headers={"content-type": "application/cloudevents+json"},
+    )
     assert r.status_code == 400
     fields = {e["field"] for e in r.json()["errors"]}
     assert {"id", "source", "type", "specversion"} <= fields

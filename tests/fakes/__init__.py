@@ -336,3 +336,65 @@ class ScriptedSender:
         self.sent.append(SentRequest(url, dict(headers), body, timeout))
         i = next(self._counter)
         return self._answers[min(i, len(self._answers) - 1)]
+
+
+class MemoryKafkaMappings:
+    """Lambda's Kafka event source mappings: one mapping per consumer group and cluster."""
+
+    def __init__(self) -> None:
+        self.mappings: dict[str, Any] = {}
+
+    def list(self, function_name: str) -> list[Any]:
+        found = [m for m in self.mappings.values() if m.spec.function_name == function_name]
+        return sorted(found, key=lambda m: (m.spec.cluster_id, m.spec.topic, m.uuid))
+
+    def create(self, spec: Any, enabled: bool) -> Any:
+        from chalicelib.core.kafka_source import KafkaMappingInfo
+
+        for m in self.mappings.values():
+            same_group = (m.spec.cluster_id, m.spec.consumer_group)
+            if same_group == (spec.cluster_id, spec.consumer_group) and m.spec.topic == spec.topic:
+                raise ConflictError("the mapping already exists")
+        info = KafkaMappingInfo(str(uuid.uuid4()), spec, enabled)
+        self.mappings[info.uuid] = info
+        return info
+
+    def update(self, uuid_: str, spec: Any, enabled: bool) -> None:
+        from dataclasses import replace
+
+        m = self.mappings.get(uuid_)
+        if m is None:
+            raise NotFoundError(f"mapping {uuid_} does not exist")
+        if spec.identity != m.spec.identity:
+            raise ValueError("Lambda cannot change a mapping's cluster, topic, group or position")
+        self.mappings[uuid_] = replace(m, spec=spec, enabled=enabled)
+
+    def delete(self, uuid_: str) -> None:
+        if self.mappings.pop(uuid_, None) is None:
+            raise NotFoundError(f"mapping {uuid_} does not exist")
+
+
+@dataclass
+class Published:
+    bootstrap_servers: str
+    topic: str
+    record: Any
+    timeout: float
+
+
+class RecordingPublisher:
+    """A KafkaPublisher that records what it is given; ``fail_next`` publishes fail first."""
+
+    def __init__(self, fail_next: int = 0, error: str = "KafkaTimeoutError: no ack") -> None:
+        self.published: list[Published] = []
+        self.fail_next = fail_next
+        self._error = error
+
+    def publish(self, bootstrap_servers: str, topic: str, record: Any, timeout: float) -> Any:
+        from chalicelib.ports import PublishResult
+
+        if self.fail_next > 0:
+            self.fail_next -= 1
+            return PublishResult(False, self._error)
+        self.published.append(Published(bootstrap_servers, topic, record, timeout))
+        return PublishResult(True)

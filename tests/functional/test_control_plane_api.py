@@ -57,7 +57,9 @@ def test_broker_crud(h: Harness, client: Client) -> None:
     assert doc["apiVersion"] == "eventing.knative.dev/v1" and doc["kind"] == "Broker"
     assert doc["metadata"]["generation"] == 1 and doc["metadata"]["uid"]
     assert doc["spec"]["delivery"] == {
-        "retry": 10, "backoffPolicy": "exponential", "backoffDelay": "PT0.2S"
+        "retry": 10,
+        "backoffPolicy": "exponential",
+        "backoffDelay": "PT0.2S",
     }
     assert doc["status"]["address"]["url"] == "http://127.0.0.1:8080/ns/default"
     assert conditions(doc)["Ready"][0] == "True"  # cache TTL 0 in the harness
@@ -66,8 +68,9 @@ def test_broker_crud(h: Harness, client: Client) -> None:
     assert listed["kind"] == "BrokerList" and [i["metadata"]["name"] for i in listed["items"]] == [
         "default"
     ]
-    r = call(client, "put", f"{CP}/ns/brokers/default",
-             {**BROKER, "spec": {"delivery": {"retry": 2}}})
+    r = call(
+        client, "put", f"{CP}/ns/brokers/default", {**BROKER, "spec": {"delivery": {"retry": 2}}}
+    )
     assert r.status_code == 200 and r.json_body["metadata"]["generation"] == 2
     assert call(client, "delete", f"{CP}/ns/brokers/default").status_code == 200
     assert call(client, "get", f"{CP}/ns/brokers/default").status_code == 404
@@ -87,8 +90,13 @@ def test_validation_reports_every_problem(h: Harness, client: Client) -> None:
     assert r.status_code == 400
     assert r.headers["Content-Type"] == "application/problem+json"
     fields = {e["field"] for e in r.json_body["errors"]}
-    for expected in ("metadata.name", "spec.subscriber.uri", "spec.delivery.retry",
-                     "spec.delivery.backoffPolicy", "spec.delivery.backoffDelay"):
+    for expected in (
+        "metadata.name",
+        "spec.subscriber.uri",
+        "spec.delivery.retry",
+        "spec.delivery.backoffPolicy",
+        "spec.delivery.backoffDelay",
+    ):
         assert expected in fields, fields
     assert any(f.startswith("spec.filter.attributes") for f in fields)
     assert call(client, "put", f"{CP}/ns/triggers/t1", b"not json").status_code == 400
@@ -100,8 +108,12 @@ def test_immutable_fields_are_422(h: Harness, client: Client) -> None:
     moved = trigger()
     moved["spec"]["broker"] = "other"
     assert call(client, "put", f"{CP}/ns/triggers/t1", moved).status_code == 422
-    classed = {"metadata": {"name": "default", "annotations": {
-        "eventing.knative.dev/broker.class": "MTChannelBasedBroker"}}}
+    classed = {
+        "metadata": {
+            "name": "default",
+            "annotations": {"eventing.knative.dev/broker.class": "MTChannelBasedBroker"},
+        }
+    }
     assert call(client, "put", f"{CP}/ns/brokers/default", classed).status_code in (400, 422)
 
 
@@ -119,7 +131,9 @@ def test_trigger_before_broker_then_ready(h: Harness, client: Client) -> None:
     assert len(h.mappings.list(h.settings.delivery_function)) == 1
 
 
-def test_deleting_the_broker_removes_queues_and_unreadies_triggers(h: Harness, client: Client) -> None:
+def test_deleting_the_broker_removes_queues_and_unreadies_triggers(
+    h: Harness, client: Client
+) -> None:
     call(client, "put", f"{CP}/ns/brokers/default", BROKER)
     call(client, "put", f"{CP}/ns/triggers/t1", trigger())
     call(client, "delete", f"{CP}/ns/brokers/default")
@@ -134,8 +148,12 @@ def test_deleting_the_broker_removes_queues_and_unreadies_triggers(h: Harness, c
 
 def test_dead_letter_sink_gets_a_dlq_mapping(h: Harness, client: Client) -> None:
     call(client, "put", f"{CP}/ns/brokers/default", BROKER)
-    call(client, "put", f"{CP}/ns/triggers/t1",
-         trigger(delivery={"deadLetterSink": {"uri": "http://dls.example/"}}))
+    call(
+        client,
+        "put",
+        f"{CP}/ns/triggers/t1",
+        trigger(delivery={"deadLetterSink": {"uri": "http://dls.example/"}}),
+    )
     assert len(h.mappings.list(h.settings.dead_letter_function)) == 1
     doc = call(client, "get", f"{CP}/ns/triggers/t1").json_body
     assert doc["status"]["deadLetterSinkUri"] == "http://dls.example/"

@@ -25,8 +25,15 @@ def setup(*answers: HttpResponse, **delivery: object) -> Harness:
 def test_success_deletes_and_sends_binary_with_headers() -> None:
     h = setup(OK)
     h.post(
-        {"ce-specversion": "1.0", "ce-id": "1", "ce-source": "/s", "ce-type": "t",
-         "content-type": "text/plain", "knative-foo": "bar", "traceparent": TRACE},
+        {
+            "ce-specversion": "1.0",
+            "ce-id": "1",
+            "ce-source": "/s",
+            "ce-type": "t",
+            "content-type": "text/plain",
+            "knative-foo": "bar",
+            "traceparent": TRACE,
+        },
         b"payload",
     )
     answer = h.deliver_once("tr")
@@ -58,8 +65,9 @@ def test_structured_format() -> None:
 
 @pytest.mark.parametrize("status", [404, 408, 409, 429, 500, 503, None])
 def test_retryable_answers_set_visibility_and_report_failure(status: int | None) -> None:
-    h = setup(HttpResponse(status, {}, b"err"), retry=3, backoffPolicy="exponential",
-              backoffDelay="PT2S")
+    h = setup(
+        HttpResponse(status, {}, b"err"), retry=3, backoffPolicy="exponential", backoffDelay="PT2S"
+    )
     h.send()
     answer = h.deliver_once("tr")
     assert len(answer["batchItemFailures"]) == 1
@@ -107,8 +115,13 @@ def test_transport_error_dead_letters_with_500() -> None:
 
 
 def test_retry_after_is_honoured_up_to_retry_after_max() -> None:
-    h = setup(HttpResponse(429, {"retry-after": "120"}, b""), retry=3,
-              backoffPolicy="linear", backoffDelay="PT1S", retryAfterMax="PT60S")
+    h = setup(
+        HttpResponse(429, {"retry-after": "120"}, b""),
+        retry=3,
+        backoffPolicy="linear",
+        backoffDelay="PT1S",
+        retryAfterMax="PT60S",
+    )
     h.send()
     h.deliver_once("tr")
     message = h.queues._q(h.queue_of("tr"))["messages"][0]
@@ -116,8 +129,13 @@ def test_retry_after_is_honoured_up_to_retry_after_max() -> None:
 
 
 def reply_response(status: int = 200, **attrs: str) -> HttpResponse:
-    headers = {"ce-specversion": "1.0", "ce-id": "r1", "ce-source": "/sub", "ce-type": "reply",
-               "content-type": "text/plain"}
+    headers = {
+        "ce-specversion": "1.0",
+        "ce-id": "r1",
+        "ce-source": "/sub",
+        "ce-type": "reply",
+        "content-type": "text/plain",
+    }
     headers.update({f"ce-{k}": v for k, v in attrs.items()})
     return HttpResponse(status, headers, b"reply-data")
 

@@ -130,8 +130,13 @@ def test_large_event_goes_through_a_claim_check(h: Harness) -> None:
 
 
 def test_passthrough_headers_are_queued(h: Harness) -> None:
-    headers = {**BINARY, "knative-foo": "bar", "x-request-id": "r1", "foo": "dropped",
-               "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+    headers = {
+        **BINARY,
+        "knative-foo": "bar",
+        "x-request-id": "r1",
+        "foo": "dropped",
+        "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+    }
     assert h.post(headers, b"x").status == 202
     queued = h.messages(h.queue_of("match"))[0]["headers"]
     assert queued["knative-foo"] == "bar" and queued["x-request-id"] == "r1"
@@ -166,5 +171,8 @@ def test_metrics_count_every_request(h: Harness) -> None:
     h.send()
     h.post({}, b"garbage")
     text = h.container.metrics.prometheus_text()
-    assert 'broker_event_count_total{broker="default",namespace="ns",response_code_class="2xx"} 1' in text
+    assert (
+        'broker_event_count_total{broker="default",namespace="ns",response_code_class="2xx"} 1'
+        in text
+    )
     assert 'response_code_class="4xx"} 1' in text
