@@ -4,7 +4,6 @@ and an AWS adapter (chalicelib/adapters), and one contract suite runs on both (t
 from __future__ import annotations
 
 import builtins
-
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -160,7 +159,7 @@ class HttpSender(Protocol):
     ) -> HttpResponse: ...
 
 
-# ---- Kafka (DESIGN.md §10) ------------------------------------------------------------------------
+# ---- Kafka (DESIGN.md §10) ---------------------------------------------------------------------
 
 
 class KafkaMappings(Protocol):

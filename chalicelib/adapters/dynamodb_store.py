@@ -8,7 +8,6 @@ survives.
 from __future__ import annotations
 
 import builtins
-
 import json
 from collections.abc import Mapping
 from typing import Any

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import builtins
-
 import json
 from typing import Any
 
