@@ -28,7 +28,7 @@ class UnresolvableError(ValueError):
     """An intrinsic the resolver cannot evaluate offline (unknown name, type it does not model)."""
 
 
-class _Loader(yaml.SafeLoader):
+class _Loader(yaml.SafeLoader):  # type: ignore[misc,unused-ignore]
     pass
 
 
@@ -44,7 +44,7 @@ def _intrinsic(tag: str) -> Any:
         elif isinstance(node, yaml.SequenceNode):
             value = loader.construct_sequence(node, deep=True)
         else:
-            value = loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
+            value = loader.construct_mapping(node, deep=True)
         return {key: value}
 
     return construct

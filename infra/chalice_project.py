@@ -40,7 +40,7 @@ def stage_functions(config: dict[str, Any], stage: str) -> list[str]:
 
 def policy_path(config: dict[str, Any], stage: str, function: str, repo: Path = REPO) -> Path:
     settings = config["stages"][stage]["lambda_functions"][function]
-    return repo / ".chalice" / settings["iam_policy_file"]
+    return repo / ".chalice" / str(settings["iam_policy_file"])
 
 
 def function_name(config: dict[str, Any], stage: str, function: str) -> str:
@@ -118,7 +118,7 @@ def patch_package(
 
     app = config["app_name"]
     outputs = template["Outputs"]
-    imported = {
+    imported: dict[str, Any] = {
         var: {"Fn::ImportValue": f"{app}-{stage}-{output}"}
         for var, output in template["Metadata"]["ServerlessBroker"]["Environment"].items()
         if "Export" in outputs[output]

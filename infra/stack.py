@@ -23,7 +23,8 @@ class StackError(RuntimeError):
 def _client_error() -> type[Exception]:
     from botocore.exceptions import ClientError
 
-    return ClientError
+    error: type[Exception] = ClientError
+    return error
 
 
 def describe(cfn: Any, name: str) -> dict[str, Any] | None:
@@ -76,16 +77,17 @@ def deploy(
         "Capabilities": CAPABILITIES,
         "Tags": [{"Key": k, "Value": v} for k, v in (tags or {}).items()],
     }
+    given: list[dict[str, Any]] = [
+        {"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items()
+    ]
     if stack is None:
         say(f"creating stack {name}")
-        given = [{"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items()]
         cfn.create_stack(**common, Parameters=given)
         want = "CREATE_COMPLETE"
     else:
         # Parameters not given keep their current values. They are passed as values rather than
         # UsePreviousValue (NoEcho ones excepted), which moto only honours for parameters that
         # were given explicitly at creation.
-        given = [{"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items()]
         for p in stack.get("Parameters", []):
             if p["ParameterKey"] in parameters:
                 continue

@@ -24,7 +24,8 @@ def template() -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def chalice_config() -> dict[str, Any]:
-    return json.loads((REPO / ".chalice" / "config.json").read_text())
+    config: dict[str, Any] = json.loads((REPO / ".chalice" / "config.json").read_text())
+    return config
 
 
 def prod_resolver(template: dict[str, Any], **parameters: str) -> Resolver:

@@ -22,7 +22,8 @@ APP = "serverless-broker"
 
 
 def _meta(template: dict[str, Any]) -> dict[str, Any]:
-    return template["Metadata"]["ServerlessBroker"]
+    meta: dict[str, Any] = template["Metadata"]["ServerlessBroker"]
+    return meta
 
 
 def _stage_env(config: dict[str, Any], stage: str) -> dict[str, str]:
@@ -62,7 +63,7 @@ def test_local_declarations_name_what_settings_defaults_name() -> None:
         assert decl.environment[var] == str(getattr(settings, attr)), var
 
 
-def test_local_declarations_are_the_template_for_the_local_stage(template: dict) -> None:
+def test_local_declarations_are_the_template_for_the_local_stage(template: dict[str, Any]) -> None:
     r = Resolver(template, {"Stage": "local", **LOCAL_PARAMETERS})
     decl = local_declarations(Settings())
     assert decl.environment == _template_env(template, r)
@@ -91,7 +92,7 @@ def test_overridden_settings_win_over_template_names() -> None:
     assert decl.bucket_lifecycles["a1"]["Rules"][0]["ID"] == "archive-tiering"
 
 
-def test_local_chalice_stage_is_the_local_declarations(chalice_config: dict) -> None:
+def test_local_chalice_stage_is_the_local_declarations(chalice_config: dict[str, Any]) -> None:
     env = _stage_env(chalice_config, "local")
     decl = local_declarations(Settings())
     assert {k: env[k] for k in decl.environment} == decl.environment
@@ -99,7 +100,7 @@ def test_local_chalice_stage_is_the_local_declarations(chalice_config: dict) -> 
 
 
 def test_prod_chalice_stage_agrees_with_the_template(
-    chalice_config: dict, template: dict, resolver: Resolver
+    chalice_config: dict[str, Any], template: dict[str, Any], resolver: Resolver
 ) -> None:
     env = _stage_env(chalice_config, STAGE)
     declared = _template_env(template, resolver)
@@ -120,7 +121,7 @@ def test_prod_chalice_stage_agrees_with_the_template(
 
 
 def test_functions_agree_everywhere(
-    chalice_config: dict, template: dict, resolver: Resolver
+    chalice_config: dict[str, Any], template: dict[str, Any], resolver: Resolver
 ) -> None:
     functions = _meta(template)["Functions"]
     assert list(chalice_config["stages"][STAGE]["lambda_functions"]) == functions
@@ -141,7 +142,7 @@ def test_functions_agree_everywhere(
 
 
 def test_trigger_queue_settings_match_the_control_plane(
-    chalice_config: dict, template: dict
+    chalice_config: dict[str, Any], template: dict[str, Any]
 ) -> None:
     queues = _meta(template)["TriggerQueues"]
     functions = chalice_config["stages"][STAGE]["lambda_functions"]
@@ -172,7 +173,7 @@ def test_trigger_queue_settings_match_the_control_plane(
 
 
 def test_policies_name_the_stack_and_the_queue_prefix(
-    policy_files: dict, resolver: Resolver, template: dict
+    policy_files: dict[str, Any], resolver: Resolver, template: dict[str, Any]
 ) -> None:
     exports = set(resolver.exports())
     text = json.dumps(policy_files)
@@ -194,7 +195,7 @@ def test_metrics_job_reads_the_archive_firehose_writes(resolver: Resolver) -> No
 
 
 @pytest.mark.parametrize("path", sorted((REPO / ".chalice").glob("policy-*.json")))
-def test_every_policy_file_is_used_by_a_stage(path: Path, chalice_config: dict) -> None:
+def test_every_policy_file_is_used_by_a_stage(path: Path, chalice_config: dict[str, Any]) -> None:
     used = {
         spec.get("iam_policy_file")
         for stage in chalice_config["stages"].values()

@@ -58,7 +58,8 @@ def pipeline_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _sam(out: Path) -> dict[str, Any]:
-    return json.loads((out / "sam.json").read_text())
+    sam: dict[str, Any] = json.loads((out / "sam.json").read_text())
+    return sam
 
 
 def _functions(sam: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -97,7 +98,7 @@ def test_app_defines_exactly_the_configured_functions(
 
 
 def test_functions_get_their_settings_and_policy(
-    raw_package: Path, chalice_config: dict[str, Any], policy_files: dict[str, dict]
+    raw_package: Path, chalice_config: dict[str, Any], policy_files: dict[str, dict[str, Any]]
 ) -> None:
     sam = _sam(raw_package)
     for function, spec in chalice_config["stages"][STAGE]["lambda_functions"].items():

@@ -205,7 +205,9 @@ def _documents(node: Any, where: str) -> list[tuple[str, dict[str, Any]]]:
     return found
 
 
-def template_statements(template: dict[str, Any], resolver: Resolver) -> list[tuple[str, dict]]:
+def template_statements(
+    template: dict[str, Any], resolver: Resolver
+) -> list[tuple[str, dict[str, Any]]]:
     out = []
     for logical_id in template["Resources"]:
         props = resolver.resolve(template["Resources"][logical_id].get("Properties", {}))
@@ -214,7 +216,9 @@ def template_statements(template: dict[str, Any], resolver: Resolver) -> list[tu
     return out
 
 
-def file_statements(files: dict[str, dict[str, Any]], resolver: Resolver) -> list[tuple[str, dict]]:
+def file_statements(
+    files: dict[str, dict[str, Any]], resolver: Resolver
+) -> list[tuple[str, dict[str, Any]]]:
     out = []
     for fn, doc in files.items():
         out += [(f"policy-{STAGE}-{fn}.json", st) for st in resolver.resolve(doc)["Statement"]]
@@ -261,7 +265,9 @@ def test_the_checker_catches(statement: dict[str, Any], expected: str) -> None:
     assert any(expected in p for p in problems), problems
 
 
-def test_conditional_wildcards_keep_their_conditions(policy_files: dict[str, dict]) -> None:
+def test_conditional_wildcards_keep_their_conditions(
+    policy_files: dict[str, dict[str, Any]],
+) -> None:
     """The '*' grants that are safe only because of a condition still carry it."""
     for fn in ("api_handler", "reconciler"):
         by_sid = {st["Sid"]: st for st in policy_files[fn]["Statement"]}
