@@ -266,6 +266,98 @@ def kafka_source_failures(namespace: str, name: str) -> Response:
     return _guarded(lambda: json_response(sources.failures(namespace, name, limit)))
 
 
+# ---- xRegistry (DESIGN.md §9) ----------------------------------------------------------------
+
+REG = "/registry"
+ENDPOINT = f"{REG}/endpoints/{{endpointid}}"
+MESSAGE = f"{ENDPOINT}/messages/{{messageid}}"
+
+
+def _params(name: str) -> list[str] | None:
+    params = _current().query_params
+    return list(params.getlist(name)) if params and name in params else None
+
+
+def _epoch() -> str | None:
+    values = _params("epoch")
+    return values[-1] if values else None
+
+
+@app.route(REG, methods=["GET"], authorizer=_CP_AUTH)
+def registry_root() -> Response:
+    return _guarded(lambda: json_response(get_container().registry.root(_params("inline"))))
+
+
+@app.route(f"{REG}/model", methods=["GET"], authorizer=_CP_AUTH)
+def registry_model() -> Response:
+    return _guarded(lambda: json_response(get_container().registry.model()))
+
+
+@app.route(f"{REG}/endpoints", methods=["GET"], authorizer=_CP_AUTH)
+def registry_endpoints() -> Response:
+    return _guarded(lambda: json_response(get_container().registry.endpoints(_params("inline"))))
+
+
+@app.route(ENDPOINT, methods=["GET", "PUT", "DELETE"], authorizer=_CP_AUTH, content_types=ANY)
+def registry_endpoint(endpointid: str) -> Response:
+    registry = get_container().registry
+    method = _method()
+    if method == "GET":
+        return _guarded(lambda: json_response(registry.endpoint(endpointid, _params("inline"))))
+
+    def delete() -> Response:
+        registry.delete_endpoint(endpointid, _epoch())
+        return Response(body="", status_code=204)
+
+    def put() -> Response:
+        doc, created = registry.put_endpoint(endpointid, _json_body())
+        location = {"Location": registry.location(endpointid)} if created else None
+        return json_response(doc, 201 if created else 200, location)
+
+    return _guarded(delete if method == "DELETE" else put)
+
+
+@app.route(f"{ENDPOINT}/messages", methods=["GET"], authorizer=_CP_AUTH)
+def registry_messages(endpointid: str) -> Response:
+    registry = get_container().registry
+    return _guarded(lambda: json_response(registry.messages(endpointid, _params("inline"))))
+
+
+@app.route(MESSAGE, methods=["GET", "DELETE"], authorizer=_CP_AUTH)
+def registry_message(endpointid: str, messageid: str) -> Response:
+    registry = get_container().registry
+    if _method() == "GET":
+        return _guarded(
+            lambda: json_response(registry.message(endpointid, messageid, _params("inline")))
+        )
+
+    def delete() -> Response:
+        registry.delete_message(endpointid, messageid, _epoch())
+        return Response(body="", status_code=204)
+
+    return _guarded(delete)
+
+
+@app.route(f"{MESSAGE}/meta", methods=["GET"], authorizer=_CP_AUTH)
+def registry_message_meta(endpointid: str, messageid: str) -> Response:
+    registry = get_container().registry
+    return _guarded(lambda: json_response(registry.message_meta(endpointid, messageid)))
+
+
+@app.route(f"{MESSAGE}/versions", methods=["GET"], authorizer=_CP_AUTH)
+def registry_message_versions(endpointid: str, messageid: str) -> Response:
+    registry = get_container().registry
+    return _guarded(lambda: json_response(registry.message_versions(endpointid, messageid)))
+
+
+@app.route(f"{MESSAGE}/versions/{{versionid}}", methods=["GET"], authorizer=_CP_AUTH)
+def registry_message_version(endpointid: str, messageid: str, versionid: str) -> Response:
+    registry = get_container().registry
+    return _guarded(
+        lambda: json_response(registry.message_version(endpointid, messageid, versionid))
+    )
+
+
 # ---- Lambda entry points -----------------------------------------------------------------------
 
 

@@ -22,11 +22,13 @@ from chalicelib.services.claims import Claims
 from chalicelib.services.control_plane import ControlPlane
 from chalicelib.services.dead_letters import DeadLetters
 from chalicelib.services.delivery import Delivery
+from chalicelib.services.event_types import EventTypeSample, MetricsEventTypes, metrics_fetcher
 from chalicelib.services.ingress import Ingress
 from chalicelib.services.kafka_ingress import KafkaIngress, SourceIndex
 from chalicelib.services.kafka_sources import KafkaSources
 from chalicelib.services.metrics import Metrics
 from chalicelib.services.provisioner import Provisioner
+from chalicelib.services.registry import Registry
 from chalicelib.services.routing import ConfigCache, load_broker_config
 from chalicelib.services.tokens import Tokens
 
@@ -100,7 +102,13 @@ class Container:
     @cached_property
     def ingress(self) -> Ingress:
         return Ingress(
-            self.cache, self.queues, self.claims, self.archive, self.metrics, log=log.warning
+            self.cache,
+            self.queues,
+            self.claims,
+            self.archive,
+            self.metrics,
+            log=log.warning,
+            observe=self.event_types.observe,
         )
 
     def _delivery(self, dead_letter_mode: bool) -> Delivery:
@@ -140,6 +148,20 @@ class Container:
     @cached_property
     def control_plane(self) -> ControlPlane:
         return ControlPlane(self.store, self.provisioner, self.settings, self.cache, self.queues)
+
+    # ---- xRegistry (DESIGN.md §9) ---------------------------------------------------------------
+
+    @cached_property
+    def event_types(self) -> EventTypeSample:
+        return EventTypeSample(self.store)
+
+    @cached_property
+    def registry(self) -> Registry:
+        # The metrics job's --out location (s3://bucket/prefix or a local directory), once
+        # Settings has it (BROKER_METRICS_LOCATION); without it the ingress sample alone is used.
+        location = getattr(self.settings, "metrics_location", None)
+        fetch = metrics_fetcher(location, self.blobs) if location else lambda: None
+        return Registry(self.store, self.settings, MetricsEventTypes(fetch))
 
     # ---- Kafka (DESIGN.md §10) ------------------------------------------------------------------
 
