@@ -71,7 +71,8 @@ class Ingress:
         self._metrics = metrics
         self._clock = clock
         self._log = log or (lambda line: None)
-        # The registry's sample of event types seen (services/event_types.py); no I/O per event.
+        # The registry's sample of event types (services/event_types.py): kept in memory, written
+        # to the store at most once a minute per broker, never once per event.
         self._observe = observe
 
     # ---- HTTP ---------------------------------------------------------------------------------
