@@ -17,6 +17,7 @@ from brokerctl.commands_dlq import add_dlq_parser
 from brokerctl.commands_metrics import add_metrics_parser
 from brokerctl.commands_send import add_send_parser
 from brokerctl.commands_trigger import add_trigger_parser
+from brokerctl.registry_cmd import add_registry_parser
 
 
 def _dev(args: argparse.Namespace) -> int:
@@ -39,7 +40,7 @@ def _dev(args: argparse.Namespace) -> int:
 def _event_display(args: argparse.Namespace) -> int:
     from brokerctl.event_display import run_event_display
 
-    return run_event_display(args.host, args.port)
+    return run_event_display(args.host, args.port, quiet=args.quiet)
 
 
 def add_dev_parser(sub: Any) -> None:
@@ -70,6 +71,9 @@ def add_event_display_parser(sub: Any) -> None:
     display = sub.add_parser("event-display", help="a subscriber that prints the events it gets")
     display.add_argument("--host", default="127.0.0.1")
     display.add_argument("--port", type=int, default=8081)
+    display.add_argument(
+        "--quiet", action="store_true", help="print nothing per event (a load-test sink)"
+    )
     display.set_defaults(func=_event_display)
 
 
@@ -86,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_send_parser(sub)
     add_dlq_parser(sub)
     add_metrics_parser(sub)
+    add_registry_parser(sub)
     add_dev_parser(sub)
     add_event_display_parser(sub)
     return parser

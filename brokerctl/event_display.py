@@ -44,8 +44,10 @@ class EventDisplay:
         port: int = 0,
         responder: Responder = _accept,
         echo: Callable[[str], None] | None = None,
+        keep: bool = True,
     ) -> None:
         self.received: list[Received] = []
+        self.count = 0
         self._responder = responder
         self._echo = echo
         self._cond = threading.Condition()
@@ -61,8 +63,10 @@ class EventDisplay:
                     "POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body
                 )
                 with outer._cond:
-                    outer.received.append(got)
-                    n = len(outer.received)
+                    outer.count += 1
+                    n = outer.count
+                    if keep:
+                        outer.received.append(got)
                     outer._cond.notify_all()
                 reply = outer._responder(got, n)
                 if outer._echo:
@@ -129,8 +133,9 @@ def render(got: Received) -> str:
     return "\n".join(lines)
 
 
-def run_event_display(host: str, port: int) -> int:
-    display = EventDisplay(host, port, echo=lambda text: print(text, flush=True))
+def run_event_display(host: str, port: int, quiet: bool = False) -> int:
+    echo = None if quiet else (lambda text: print(text, flush=True))
+    display = EventDisplay(host, port, echo=echo, keep=not quiet)
     display.start()
     print(f"event-display listening on {display.url}", flush=True)
     try:

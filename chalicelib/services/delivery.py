@@ -7,6 +7,7 @@ goes to the trigger's DLQ with the ``knativeerror*`` extensions."""
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -79,6 +80,7 @@ class Delivery:
         self._ingress = ingress
         self._claims = claims
         self._kafka = kafka
+        self._local = threading.local()
         self._dead_letter_mode = dead_letter_mode
         self._max_timeout = max_attempt_timeout
         self._pool = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="deliver")
@@ -96,13 +98,12 @@ class Delivery:
         )
 
         records = list(event.get("Records", []))
-        results = dict(
-            zip(
-                (r["messageId"] for r in records),
-                self._pool.map(self._safe_handle, records),
-                strict=True,
-            )
-        )
+        archived: list[bytes] = []  # one archive call per invocation, not one per record
+        try:
+            outcomes = self._pool.map(lambda r: self._safe_handle(r, archived), records)
+            results = dict(zip((r["messageId"] for r in records), outcomes, strict=True))
+        finally:
+            self._flush(archived)
 
         def record_handler(record: Any) -> None:
             error = results[record.message_id]
@@ -115,7 +116,20 @@ class Delivery:
         )
         return dict(response)
 
-    def _safe_handle(self, record: Mapping[str, Any]) -> Exception | None:
+    def _flush(self, archived: list[bytes]) -> None:
+        self._metrics.flush()
+        if not archived:
+            return
+        try:
+            self._archive.put(archived)
+        except BrokerError as exc:
+            # The archive feeds analytics; its outage must not fail deliveries already made.
+            log.warning(
+                "archive unavailable, %d delivery records not archived: %s", len(archived), exc
+            )
+
+    def _safe_handle(self, record: Mapping[str, Any], archived: list[bytes]) -> Exception | None:
+        self._local.archived = archived  # this pool thread works on one record at a time
         try:
             self.handle_record(record)
             return None
@@ -334,7 +348,8 @@ class Delivery:
             response.elapsed_ms,
             self._clock(),
         )
-        try:
-            self._archive.put([archive.encode_line(record)])
-        except BrokerError as exc:
-            log.warning("archive unavailable: %s", exc)
+        sink: list[bytes] | None = getattr(self._local, "archived", None)
+        if sink is not None:
+            sink.append(archive.encode_line(record))  # list.append is atomic under the GIL
+        else:  # called outside handle_sqs_event (tests)
+            self._flush([archive.encode_line(record)])

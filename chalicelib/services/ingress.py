@@ -80,6 +80,14 @@ class Ingress:
     def handle_http(
         self, method: str, namespace: str, broker: str, headers: Mapping[str, str], body: bytes
     ) -> HttpResult:
+        try:
+            return self._handle_http(method, namespace, broker, headers, body)
+        finally:
+            self._metrics.flush()
+
+    def _handle_http(
+        self, method: str, namespace: str, broker: str, headers: Mapping[str, str], body: bytes
+    ) -> HttpResult:
         started = time.perf_counter()
         method = method.upper()
         if method == "OPTIONS":

@@ -1,6 +1,10 @@
-"""Broker metrics (DESIGN.md §4): CloudWatch EMF records built with aws-lambda-powertools, one
-per measurement, written to a sink (stdout on Lambda). The same records feed an in-process
-aggregate that the local runtime serves as Prometheus text at ``GET /metrics``."""
+"""Broker metrics (DESIGN.md §4): CloudWatch EMF through aws-lambda-powertools.
+
+Measurements are buffered and flushed once per request or batch (as powertools' own
+``log_metrics`` does per invocation): one EMF document per dimension set, built by powertools'
+serializer, written to a sink (stdout on Lambda). The local runtime aggregates the same documents
+and serves them as Prometheus text at ``GET /metrics``.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +14,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 NAMESPACE = "ServerlessBroker"
+SERVICE = "serverless-broker"
 COUNTERS = ("event_count", "delivery_count", "dead_letter_count", "reply_count")
 LATENCIES = ("event_dispatch_latency_ms",)
+_UNITS = {"Count", "Milliseconds"}
+
+Dims = tuple[tuple[str, str], ...]
 
 
 def status_class(status: int) -> str:
@@ -26,30 +34,56 @@ class Metrics:
         self._sink = sink if sink is not None else _print
         self._aggregate = aggregate
         self._lock = threading.Lock()
-        self._counters: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
-        self._latency: dict[tuple[str, tuple[tuple[str, str], ...]], list[float]] = {}
+        # pending: dims -> metric name -> (unit, values)
+        self._pending: dict[Dims, dict[str, tuple[str, list[float]]]] = {}
+        self._counters: dict[tuple[str, Dims], float] = {}
+        self._latency: dict[tuple[str, Dims], list[float]] = {}
 
     def count(self, name: str, dimensions: Mapping[str, str], value: float = 1.0) -> None:
-        self._record(name, "Count", dimensions, value)
+        self._add(name, "Count", dimensions, value)
 
     def latency(self, name: str, dimensions: Mapping[str, str], ms: float) -> None:
-        self._record(name, "Milliseconds", dimensions, ms)
+        self._add(name, "Milliseconds", dimensions, ms)
 
-    def _record(self, name: str, unit: str, dimensions: Mapping[str, str], value: float) -> None:
+    def _add(self, name: str, unit: str, dimensions: Mapping[str, str], value: float) -> None:
         if not self._enabled:
             return
-        self._sink(json.dumps(emf_record(name, unit, dimensions, value), separators=(",", ":")))
-        if self._aggregate:
-            key = (name, tuple(sorted(dimensions.items())))
-            with self._lock:
-                if unit == "Count":
-                    self._counters[key] = self._counters.get(key, 0.0) + value
+        dims = tuple(sorted(dimensions.items()))
+        with self._lock:
+            metrics = self._pending.setdefault(dims, {})
+            metrics.setdefault(name, (unit, []))[1].append(value)
+
+    def flush(self) -> None:
+        """Emit what was measured since the last flush: one EMF document per dimension set."""
+        if not self._enabled:
+            return
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        for dims, metrics in pending.items():
+            record = emf_record(dict(dims), metrics)
+            self._sink(json.dumps(record, separators=(",", ":")))
+            if self._aggregate:
+                self._absorb(record)
+
+    def _absorb(self, record: Mapping[str, Any]) -> None:
+        """Fold one EMF document into the local aggregate (what CloudWatch would do with it)."""
+        directive = record["_aws"]["CloudWatchMetrics"][0]
+        dim_names = [d for d in directive["Dimensions"][0] if d != "service"]
+        dims = tuple(sorted((d, str(record[d])) for d in dim_names))
+        with self._lock:
+            for metric in directive["Metrics"]:
+                name, values = metric["Name"], record[metric["Name"]]
+                values = values if isinstance(values, list) else [values]
+                key = (name, dims)
+                if metric["Unit"] == "Count":
+                    self._counters[key] = self._counters.get(key, 0.0) + sum(values)
                 else:
                     sums = self._latency.setdefault(key, [0.0, 0.0])
-                    sums[0] += 1
-                    sums[1] += value
+                    sums[0] += len(values)
+                    sums[1] += sum(values)
 
     def prometheus_text(self) -> str:
+        self.flush()
         lines: list[str] = []
         with self._lock:
             counters = dict(self._counters)
@@ -68,20 +102,24 @@ class Metrics:
         return "\n".join(lines) + "\n"
 
 
-def emf_record(name: str, unit: str, dimensions: Mapping[str, str], value: float) -> dict[str, Any]:
+def emf_record(
+    dimensions: Mapping[str, str], metrics: Mapping[str, tuple[str, list[float]]]
+) -> dict[str, Any]:
     """One EMF document through powertools' own serializer (validates names, units, dimensions)."""
     from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import (
         AmazonCloudWatchEMFProvider,
     )
 
-    provider = AmazonCloudWatchEMFProvider(namespace=NAMESPACE, service="serverless-broker")
+    provider = AmazonCloudWatchEMFProvider(namespace=NAMESPACE, service=SERVICE)
     for key, dim_value in dimensions.items():
         provider.add_dimension(key, dim_value)
-    provider.add_metric(name=name, unit=unit, value=value)
+    for name, (unit, values) in metrics.items():
+        for value in values:
+            provider.add_metric(name=name, unit=unit, value=value)
     return dict(provider.serialize_metric_set())
 
 
-def _labels(dims: tuple[tuple[str, str], ...]) -> str:
+def _labels(dims: Dims) -> str:
     if not dims:
         return ""
     inner = ",".join(f'{k}="{_escape(v)}"' for k, v in dims)
