@@ -107,71 +107,99 @@ def _configure_logging() -> None:
     broker.propagate = False
 
 
+class LocalRuntime:
+    """Everything ``brokerctl dev`` runs, startable and stoppable in-process (the benchmarks use
+    it too). ``start`` returns an exit code: 0, or 2 when a port is taken or Kafka fails."""
+
+    def __init__(self, opts: DevOptions, say: Callable[[str], None] = _say) -> None:
+        self.opts = opts
+        self.say = say
+        self.url = f"http://{opts.host}:{opts.port}"
+        self.container: Any = None
+        self._stack: list[Callable[[], None]] = []
+
+    def start(self) -> int:
+        opts, say = self.opts, self.say
+        if not port_is_free(opts.host, opts.port):
+            print(f"error: port {opts.port} is in use (use --port or BROKER_PORT)", file=sys.stderr)
+            return 2
+        endpoint = os.environ.get("AWS_ENDPOINT_URL")
+        if endpoint:
+            say(f"using the AWS endpoint at {endpoint}")
+        else:
+            embedded = EmbeddedAws(opts.host, opts.aws_port)
+            try:
+                endpoint = embedded.start()
+            except OSError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 2
+            self._stack.append(embedded.stop)
+            say(f"embedded AWS endpoint (moto) on {endpoint}")
+            from brokerctl.kafka_local import allow_kafka_mappings_in_moto
+
+            allow_kafka_mappings_in_moto()
+        _configure_environment(opts, endpoint)
+        local_kafka, kafka_bootstrap = _start_kafka(opts)
+        if local_kafka is not None:
+            self._stack.append(local_kafka.stop)
+        if opts.kafka and kafka_bootstrap is None:
+            self.stop()
+            return 2
+
+        # Imported only now: the app reads its settings from the environment configured above.
+        import app as chalice_app
+        from brokerctl.bootstrap import bootstrap
+        from brokerctl.event_sources import SqsEventSources
+        from chalicelib.container import get_container
+
+        self.container = container = get_container()
+        settings = container.settings
+        bootstrap(settings, container.clients, say=say)
+
+        sources = SqsEventSources(
+            container.clients,
+            {
+                settings.delivery_function: chalice_app.delivery,
+                settings.dead_letter_function: chalice_app.dead_letter,
+            },
+            settings.region,
+            say,
+        )
+        sources.start()
+        self._stack.append(sources.stop)
+        if kafka_bootstrap is not None:
+            from brokerctl.kafka_local import KafkaEventSources
+
+            kafka_sources = KafkaEventSources(
+                container.clients, settings.kafka_function, chalice_app.kafka_ingress, say,
+                local_bootstrap=kafka_bootstrap,
+            )  # fmt: skip
+            kafka_sources.start()
+            self._stack.append(kafka_sources.stop)
+        timer = _Timer(
+            opts.reconcile_interval,
+            lambda: chalice_app.reconciler(scheduled_event(settings.region), None),
+            say,
+        )
+        timer.start()
+        self._stack.append(timer.stop)
+        server = AppServer(chalice_app.app, opts.host, opts.port, say)
+        server.start()
+        self._stack.append(server.stop)
+        _wait_healthy(server.url)
+        return 0
+
+    def stop(self) -> None:
+        while self._stack:
+            self._stack.pop()()
+
+
 def run_dev(opts: DevOptions) -> int:
     _configure_logging()
-    if not port_is_free(opts.host, opts.port):
-        print(f"error: port {opts.port} is in use (use --port or BROKER_PORT)", file=sys.stderr)
-        return 2
-    embedded: EmbeddedAws | None = None
-    endpoint = os.environ.get("AWS_ENDPOINT_URL")
-    if endpoint:
-        _say(f"using the AWS endpoint at {endpoint}")
-    else:
-        embedded = EmbeddedAws(opts.host, opts.aws_port)
-        try:
-            endpoint = embedded.start()
-        except OSError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        _say(f"embedded AWS endpoint (moto) on {endpoint}")
-        from brokerctl.kafka_local import allow_kafka_mappings_in_moto
-
-        allow_kafka_mappings_in_moto()
-    _configure_environment(opts, endpoint)
-    local_kafka, kafka_bootstrap = _start_kafka(opts)
-    if opts.kafka and kafka_bootstrap is None:
-        if embedded is not None:
-            embedded.stop()
-        return 2
-
-    # Imported only now: the app reads its settings from the environment configured above.
-    import app as chalice_app
-    from brokerctl.bootstrap import bootstrap
-    from brokerctl.event_sources import SqsEventSources
-    from chalicelib.container import get_container
-
-    container = get_container()
-    settings = container.settings
-    bootstrap(settings, container.clients, say=_say)
-
-    sources = SqsEventSources(
-        container.clients,
-        {
-            settings.delivery_function: chalice_app.delivery,
-            settings.dead_letter_function: chalice_app.dead_letter,
-        },
-        settings.region,
-        _say,
-    )
-    sources.start()
-    kafka_sources = None
-    if kafka_bootstrap is not None:
-        from brokerctl.kafka_local import KafkaEventSources
-
-        kafka_sources = KafkaEventSources(
-            container.clients, settings.kafka_function, chalice_app.kafka_ingress, _say,
-            local_bootstrap=kafka_bootstrap,
-        )  # fmt: skip
-        kafka_sources.start()
-    timer = _Timer(
-        opts.reconcile_interval,
-        lambda: chalice_app.reconciler(scheduled_event(settings.region), None),
-        _say,
-    )
-    timer.start()
-    server = AppServer(chalice_app.app, opts.host, opts.port, _say)
-    server.start()
-
+    runtime = LocalRuntime(opts)
+    code = runtime.start()
+    if code:
+        return code
     stop = threading.Event()
 
     def _on_signal(signum: int, frame: object) -> None:
@@ -179,22 +207,13 @@ def run_dev(opts: DevOptions) -> int:
 
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
-    _wait_healthy(server.url)
-    _say(f"ready: {server.url}")
+    _say(f"ready: {runtime.url}")
     try:
         while not stop.wait(0.5):
             pass
     finally:
         _say("stopping...")
-        server.stop()
-        timer.stop()
-        sources.stop()
-        if kafka_sources is not None:
-            kafka_sources.stop()
-        if local_kafka is not None:
-            local_kafka.stop()
-        if embedded is not None:
-            embedded.stop()
+        runtime.stop()
         _say("stopped")
     return 0
 
