@@ -44,6 +44,9 @@ def policy_path(config: dict[str, Any], stage: str, function: str, repo: Path = 
 
 
 def function_name(config: dict[str, Any], stage: str, function: str) -> str:
+    """The deployed Lambda name. Chalice names the API handler ``<app>-<stage>`` (no suffix)."""
+    if function == API_FUNCTION:
+        return f"{config['app_name']}-{stage}"
     return f"{config['app_name']}-{stage}-{function}"
 
 

@@ -5,7 +5,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +17,7 @@ import pytest
 from chalicelib.config import Settings
 from chalicelib.core import reconcile
 from chalicelib.core.resources import CRASH_RECEIVE_MARGIN
+from infra import chalice_project
 from infra.cfn import Resolver
 from infra.declarations import LOCAL_PARAMETERS, SETTINGS_FIELDS, local_declarations
 from tests.infra.conftest import ACCOUNT, REGION, REPO, STAGE
@@ -120,25 +124,63 @@ def test_prod_chalice_stage_agrees_with_the_template(
     assert settings.stage == STAGE
 
 
-def test_functions_agree_everywhere(
+def _chalice_function_names(stage: str) -> dict[str, str]:
+    """Function -> Lambda name, as Chalice's own deployer computes them (in a subprocess: it
+    imports app.py with the stage's environment)."""
+    script = (
+        "import json, sys\n"
+        "from chalice.cli.factory import CLIFactory\n"
+        "from chalice.deploy import models\n"
+        "from chalice.deploy.appgraph import ApplicationGraphBuilder, DependencyBuilder\n"
+        "factory = CLIFactory(project_dir=sys.argv[1])\n"
+        "config = factory.create_config_obj(chalice_stage_name=sys.argv[2])\n"
+        "graph = ApplicationGraphBuilder().build(config, sys.argv[2])\n"
+        "deps = DependencyBuilder().build_dependencies(graph)\n"
+        "print(json.dumps({r.resource_name: r.function_name for r in deps\n"
+        "                  if isinstance(r, models.LambdaFunction)}))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}
+    env["AWS_DEFAULT_REGION"] = REGION
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(REPO), stage],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    names: dict[str, str] = json.loads(out.stdout)
+    return names
+
+
+def test_deployed_function_names_are_the_ones_the_stack_prepares_for(
     chalice_config: dict[str, Any], template: dict[str, Any], resolver: Resolver
+) -> None:
+    names = _chalice_function_names(STAGE)
+    functions = _meta(template)["Functions"]
+    assert sorted(names) == sorted(functions)
+    for fn, name in names.items():
+        assert chalice_project.function_name(chalice_config, STAGE, fn) == name
+    log_groups = {
+        resolver.properties(k)["LogGroupName"]
+        for k, v in template["Resources"].items()
+        if v["Type"] == "AWS::Logs::LogGroup" and "/aws/lambda/" in str(v["Properties"])
+    }
+    assert log_groups == {f"/aws/lambda/{name}" for name in names.values()}
+    env = _template_env(template, resolver)
+    assert env["BROKER_DELIVERY_FUNCTION"] == names["delivery"]
+    assert env["BROKER_DEAD_LETTER_FUNCTION"] == names["dead_letter"]
+    assert env["BROKER_KAFKA_FUNCTION"] == names["kafka_ingress"]
+    body = resolver.properties("Dashboard")["DashboardBody"]
+    assert all(f'"{name}"' in body for name in names.values())
+
+
+def test_configured_functions_are_the_declared_ones(
+    chalice_config: dict[str, Any], template: dict[str, Any]
 ) -> None:
     functions = _meta(template)["Functions"]
     assert list(chalice_config["stages"][STAGE]["lambda_functions"]) == functions
     assert set(_meta(template)["MappingTargets"]) <= set(functions)
-    log_groups = {
-        resolver.properties(k)["LogGroupName"]
-        for k, v in template["Resources"].items()
-        if v["Type"] == "AWS::Logs::LogGroup"
-    }
-    assert {f"/aws/lambda/{APP}-{STAGE}-{fn}" for fn in functions} <= log_groups
-    env = _template_env(template, resolver)
-    assert env["BROKER_DELIVERY_FUNCTION"] == f"{APP}-{STAGE}-delivery"
-    assert env["BROKER_DEAD_LETTER_FUNCTION"] == f"{APP}-{STAGE}-dead_letter"
-    assert env["BROKER_KAFKA_FUNCTION"] == f"{APP}-{STAGE}-kafka_ingress"
-    # The dashboard and the delivery-errors alarm watch these same names.
-    body = resolver.properties("Dashboard")["DashboardBody"]
-    assert all(f"{APP}-{STAGE}-{fn}" in body for fn in functions)
 
 
 def test_trigger_queue_settings_match_the_control_plane(

@@ -265,8 +265,8 @@ def test_log_groups_have_retention(deployed: dict[str, str], session: Any) -> No
         g["logGroupName"]: g.get("retentionInDays")
         for g in session.client("logs").describe_log_groups()["logGroups"]
     }
-    for fn in ("api_handler", "delivery", "dead_letter", "reconciler", "kafka_ingress"):
-        assert groups[f"/aws/lambda/serverless-broker-prod-{fn}"] == 30
+    for fn in ("", "-delivery", "-dead_letter", "-reconciler", "-kafka_ingress"):
+        assert groups[f"/aws/lambda/serverless-broker-prod{fn}"] == 30
 
 
 def test_alarms_dashboard_and_notifications(deployed: dict[str, str], session: Any) -> None:

@@ -25,7 +25,12 @@ SQS = _A.format(service="sqs")
 LOGS = _A.format(service="logs")
 LAMBDA = _A.format(service="lambda")
 KAFKA = _A.format(service="kafka")
-FUNCTIONS = ("api_handler", "delivery", "dead_letter", "reconciler", "kafka_ingress")
+# Deployed Lambda names (Chalice names the API handler <app>-<stage>).
+LAMBDAS = (
+    f"serverless-broker-{STAGE}",
+    *(f"serverless-broker-{STAGE}-{fn}" for fn in ("delivery", "dead_letter", "reconciler")),
+    f"serverless-broker-{STAGE}-kafka_ingress",
+)
 QUEUE_RW = {
     "sqs:ChangeMessageVisibility", "sqs:CreateQueue", "sqs:DeleteMessage", "sqs:DeleteQueue",
     "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:PurgeQueue", "sqs:ReceiveMessage",
@@ -112,11 +117,11 @@ ALLOWLIST: dict[str, Allowed] = {
     ),
     # ---- log streams inside named log groups (stream names are generated)
     **{
-        f"{LOGS}:log-group:/aws/lambda/serverless-broker-{STAGE}-{fn}:*": _allow(
+        f"{LOGS}:log-group:/aws/lambda/{name}:*": _allow(
             {"logs:CreateLogStream", "logs:PutLogEvents"},
             "the function's own log group (created by the stack); Lambda names the streams",
         )
-        for fn in FUNCTIONS
+        for name in LAMBDAS
     },
     **{
         f"{LOGS}:log-group:/aws-glue/jobs/{group}:*": _allow(
