@@ -118,6 +118,7 @@ def test_prod_chalice_stage_agrees_with_the_template(
     assert {v for v in _meta(template)["Environment"] if v not in env} == {
         "BROKER_ARCHIVE_BUCKET",
         "BROKER_CLAIM_BUCKET",
+        "BROKER_METRICS_LOCATION",
     }
     settings = Settings.from_env({**env, **declared})
     assert settings.local_mode is False
@@ -244,3 +245,19 @@ def test_every_policy_file_is_used_by_a_stage(path: Path, chalice_config: dict[s
         for spec in stage.get("lambda_functions", {}).values()
     }
     assert path.name in used
+
+
+def test_registry_may_read_what_the_metrics_job_writes(
+    policy_files: dict[str, dict[str, Any]], resolver: Resolver
+) -> None:
+    from chalicelib.services.event_types import METRICS_FILE
+
+    location = str(resolver.outputs()["MetricsLocation"])
+    bucket, _, prefix = location.removeprefix("s3://").partition("/")
+    key = f"{prefix.rstrip('/')}/{METRICS_FILE}"
+    statements = resolver.resolve(policy_files["api_handler"])["Statement"]
+    by_sid = {st["Sid"]: st for st in statements}
+    assert by_sid["RegistryEventTypes"]["Resource"] == f"arn:aws:s3:::{bucket}/{key}"
+    # ListBucket on that one key makes a missing file a 404, not a 403, before the first run.
+    listing = by_sid["RegistryEventTypesMissing"]
+    assert listing["Condition"] == {"StringEquals": {"s3:prefix": key}}
