@@ -207,7 +207,7 @@ def parse_message(
     metadata = c.object(attrs, "envelopemetadata")
     if envelope is not None and "envelopemetadata" not in attrs:
         c.add("envelopemetadata", "is required when envelope is set")
-    if envelope == CLOUDEVENTS and metadata is not None:
+    if envelope is not None and is_cloudevents(envelope) and metadata is not None:
         attrs["envelopemetadata"] = _ce_metadata(metadata, c.under("envelopemetadata"))
     protocol = c.string(attrs, "protocol")
     if protocol is not None:
@@ -292,13 +292,19 @@ def _envelope(attrs: dict[str, Any], c: Checks) -> str | None:
     if value.lower() == CLOUDEVENTS.lower():
         value = attrs["envelope"] = CLOUDEVENTS
     options = c.object(attrs, "envelopeoptions")
-    if options is not None and value == CLOUDEVENTS:
+    if options is not None and is_cloudevents(value):
         o = c.under("envelopeoptions")
         mode = o.choice(options, "mode", ("binary", "structured"))
         o.media_type(options, "format")
         if "format" in options and mode == "binary":
             o.add("format", 'must not be set when mode is "binary" (it is the structured format)')
     return value
+
+
+def is_cloudevents(envelope: str) -> bool:
+    """CloudEvents/1.0, or a more precise 1.0.x."""
+    lowered = envelope.lower()
+    return lowered == CLOUDEVENTS.lower() or lowered.startswith(CLOUDEVENTS.lower() + ".")
 
 
 def _envelope_precision(group: str, message: str, c: Checks) -> None:
