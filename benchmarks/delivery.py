@@ -8,7 +8,9 @@ Run: .venv/bin/python benchmarks/delivery.py
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 import subprocess
 import sys
 import time
@@ -27,6 +29,7 @@ from brokerctl.embedded_aws import free_port  # noqa: E402
 from chalicelib.adapters.http_sender import HttpxSender  # noqa: E402
 from chalicelib.config import Settings  # noqa: E402
 from chalicelib.core import codec  # noqa: E402
+from chalicelib.core.message import decode_message  # noqa: E402
 from tests.functional.harness import Harness  # noqa: E402
 
 EVENTS = 2000
@@ -72,14 +75,14 @@ def _fill(h: Harness, n: int) -> None:
     events = [
         {"specversion": "1.0", "id": str(i), "source": "/bench", "type": "bench",
          "datacontenttype": "application/octet-stream",
-         "data_base64": __import__("base64").b64encode(body).decode()}
+         "data_base64": base64.b64encode(body).decode()}
         for i in range(n)
     ]  # fmt: skip
     for start in range(0, n, 100):
         chunk = events[start : start + 100]
         r = h.post(
             {"content-type": "application/cloudevents-batch+json"},
-            __import__("json").dumps(chunk).encode(),
+            json.dumps(chunk).encode(),
         )
         assert r.status == 202, r.body
 
@@ -99,8 +102,8 @@ def measure_ours(url: str) -> float:
 def measure_floor(url: str) -> float:
     h = _setup(url)
     _fill(h, 1)
-    (event,) = [h.container.claims.load(__import__("chalicelib.core.message", fromlist=["x"])
-                .decode_message(h.queues.receive(h.queue_of("bench"), 1, 0, None)[0].body))]  # fmt: skip
+    queued = decode_message(h.queues.receive(h.queue_of("bench"), 1, 0, None)[0].body)
+    event = h.container.claims.load(queued)
     headers, body = codec.encode_binary(event)
     with httpx.Client() as client:
         started = time.perf_counter()
@@ -127,8 +130,8 @@ def main() -> None:
     write_result(
         "delivery",
         {"events_per_s": best_ours, "ratio_vs_bare_http": best_ours / best_floor},
-        f"{EVENTS} events of 1 KiB, binary mode, to a local ThreadingHTTPServer subscriber in its own process "
-        f"answering 202; best of {ROUNDS} rounds each; queue = in-memory fake; "
+        f"{EVENTS} events of 1 KiB, binary mode, to a local ThreadingHTTPServer subscriber in its "
+        f"own process answering 202; best of {ROUNDS} rounds each; queue = in-memory fake; "
         "floor = one httpx client posting the same request sequentially",
         rounds={"ours": ours, "floor": floor},
     )

@@ -65,17 +65,17 @@ class _Timer(threading.Thread):
         self._interval = interval
         self._fn = fn
         self._log = log
-        self._stop = threading.Event()
+        self._halt = threading.Event()
 
     def run(self) -> None:
-        while not self._stop.wait(self._interval):
+        while not self._halt.wait(self._interval):
             try:
                 self._fn()
             except Exception as exc:
                 self._log(f"reconciler: {type(exc).__name__}: {exc}")
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
 
 
 def scheduled_event(region: str) -> dict[str, object]:

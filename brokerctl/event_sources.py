@@ -59,16 +59,16 @@ class _Poller(threading.Thread):
         self._handler = handler
         self._region = region
         self._log = log
-        self._stop = threading.Event()
+        self._halt = threading.Event()
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
 
     def run(self) -> None:
         sqs = self._clients.client("sqs")
         queue_name = self.mapping.queue_arn.rsplit(":", 1)[-1]
         url: str | None = None
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             try:
                 if url is None:
                     url = sqs.get_queue_url(QueueName=queue_name)["QueueUrl"]
@@ -82,7 +82,7 @@ class _Poller(threading.Thread):
             except Exception as exc:  # the queue may be going away with its mapping
                 self._log(f"poller {queue_name}: {type(exc).__name__}: {exc}")
                 url = None
-                self._stop.wait(1.0)
+                self._halt.wait(1.0)
                 continue
             messages = out.get("Messages", [])
             if messages:
@@ -131,7 +131,7 @@ class SqsEventSources:
         self._log = log
         self._refresh = refresh_seconds
         self._pollers: dict[str, _Poller] = {}
-        self._stop = threading.Event()
+        self._halt = threading.Event()
         self._thread = threading.Thread(target=self._run, name="esm-refresh", daemon=True)
 
     def start(self) -> None:
@@ -139,7 +139,7 @@ class SqsEventSources:
         self._thread.start()
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         for poller in self._pollers.values():
             poller.stop()
         for poller in self._pollers.values():
@@ -148,7 +148,7 @@ class SqsEventSources:
             self._thread.join(timeout=5)
 
     def _run(self) -> None:
-        while not self._stop.wait(self._refresh):
+        while not self._halt.wait(self._refresh):
             try:
                 self.refresh()
             except Exception as exc:
@@ -185,7 +185,7 @@ class SqsEventSources:
             if uuid not in wanted or self._pollers[uuid].mapping != wanted[uuid]:
                 self._pollers.pop(uuid).stop()
         for uuid, mapping in wanted.items():
-            if uuid not in self._pollers and not self._stop.is_set():
+            if uuid not in self._pollers and not self._halt.is_set():
                 poller = _Poller(
                     mapping,
                     self._clients,

@@ -1,0 +1,208 @@
+"""End to end through the local runtime: events per second and latency from POST to subscriber,
+and AWS API calls per accepted and per delivered event, counted with botocore's event hooks.
+
+The runtime runs in this process (``brokerctl.dev.LocalRuntime``, the same wiring as
+``make run``) so its boto3 clients can be instrumented; calls are attributed to the ingress when
+made on the HTTP server's threads and to delivery when made on the pollers' and workers' threads.
+Run: .venv/bin/python benchmarks/e2e.py
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+
+from benchmarks._result import print_table, write_result  # noqa: E402
+from brokerctl.dev import DevOptions, LocalRuntime  # noqa: E402
+from brokerctl.embedded_aws import free_port  # noqa: E402
+from brokerctl.event_display import EventDisplay, Received, Reply  # noqa: E402
+
+EVENTS = 600
+PRODUCERS = 4
+CP = "/apis/eventing.knative.dev/v1/namespaces/bench"
+
+
+class CallCounter:
+    def __init__(self) -> None:
+        self.calls: Counter[tuple[str, str, str]] = Counter()
+        self._lock = threading.Lock()
+
+    def hook(self, event_name: str, **kwargs: Any) -> None:
+        # event_name: before-call.<service>.<Operation>
+        _, service, operation = event_name.split(".", 2)
+        name = threading.current_thread().name
+        role = "ingress" if "process_request_thread" in name else "delivery"
+        with self._lock:
+            self.calls[(role, service, operation)] += 1
+
+    def reset(self) -> None:
+        with self._lock:
+            self.calls.clear()
+
+    def total(self, role: str, service: str | None = None, operation: str | None = None) -> int:
+        return sum(
+            n
+            for (r, s, o), n in self.calls.items()
+            if r == role
+            and (service is None or s == service)
+            and (operation is None or o == operation)
+        )
+
+
+def main() -> None:
+    for key in ("AWS_ENDPOINT_URL",):
+        os.environ.pop(key, None)
+    opts = DevOptions(port=free_port(), aws_port=free_port(), reconcile_interval=3600)
+    runtime = LocalRuntime(opts, say=lambda line: None)
+    assert runtime.start() == 0, "the local runtime did not start"
+    counter = CallCounter()
+    for service in ("dynamodb", "sqs", "s3", "firehose", "lambda"):
+        runtime.container.clients.client(service).meta.events.register(
+            f"before-call.{service}", counter.hook
+        )
+    received_at: dict[str, float] = {}
+    lock = threading.Lock()
+
+    def record(got: Received, n: int) -> Reply:
+        with lock:
+            received_at.setdefault(got.headers["ce-id"], time.perf_counter())
+        return Reply(202)
+
+    try:
+        with EventDisplay(responder=record, keep=False) as sub:
+            figures, notes = run(runtime.url, sub, counter, received_at)
+    finally:
+        runtime.stop()
+    write_result(
+        "e2e", figures, notes, calls={f"{r}/{s}/{o}": n for (r, s, o), n in counter.calls.items()}
+    )
+
+
+def setup(url: str, sub_url: str, triggers: int) -> None:
+    with httpx.Client(base_url=url, timeout=30) as c:
+        assert c.put(
+            f"{CP}/brokers/default", json={"metadata": {"name": "default"}}
+        ).status_code in (200, 201)
+        for i in range(triggers):
+            body = {
+                "metadata": {"name": f"t{i}"},
+                "spec": {"broker": "default", "filter": {"attributes": {"type": "bench"}},
+                         "subscriber": {"uri": f"{sub_url}/t{i}"}},
+            }  # fmt: skip
+            assert c.put(f"{CP}/triggers/t{i}", json=body).status_code in (200, 201)
+        deadline = time.monotonic() + 60
+        for i in range(triggers):
+            while True:
+                doc = c.get(f"{CP}/triggers/t{i}").json()
+                ready = {x["type"]: x["status"] for x in doc["status"]["conditions"]}["Ready"]
+                if ready == "True":
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"trigger t{i} not Ready: {doc['status']}")
+                time.sleep(0.2)
+
+
+def run(
+    url: str, sub: EventDisplay, counter: CallCounter, received_at: dict[str, float]
+) -> tuple[dict[str, float], str]:
+    setup(url, sub.url, triggers=1)
+    ingress = f"{url}/bench/default"
+    sent_at: dict[str, float] = {}
+    headers = {"ce-specversion": "1.0", "ce-source": "/bench", "ce-type": "bench",
+               "content-type": "application/json"}  # fmt: skip
+    body = json.dumps({"payload": "x" * 900}).encode()
+
+    with httpx.Client(timeout=30) as warm:  # warm the caches and clients
+        assert (
+            warm.post(ingress, content=body, headers={**headers, "ce-id": "warm"}).status_code
+            == 202
+        )
+    wait_for(lambda: "warm" in received_at, 30)
+    counter.reset()
+
+    def produce(ids: list[str]) -> None:
+        with httpx.Client(timeout=30) as client:
+            for event_id in ids:
+                sent_at[event_id] = time.perf_counter()
+                r = client.post(ingress, content=body, headers={**headers, "ce-id": event_id})
+                assert r.status_code == 202, r.text
+
+    ids = [f"e{i}" for i in range(EVENTS)]
+    chunks = [ids[i::PRODUCERS] for i in range(PRODUCERS)]
+    started = time.perf_counter()
+    with ThreadPoolExecutor(PRODUCERS) as pool:
+        list(pool.map(produce, chunks))
+    wait_for(lambda: all(i in received_at for i in ids), 120)
+    elapsed = max(received_at[i] for i in ids) - started
+    latencies = sorted((received_at[i] - sent_at[i]) * 1000 for i in ids)
+    ddb_ingress = counter.total("ingress", "dynamodb")
+    ingress_calls = counter.total("ingress")
+    delivery_calls = counter.total("delivery")
+
+    # A batch of 10 events, two matching triggers: SendMessageBatch calls per trigger.
+    setup(url, sub.url, triggers=2)
+    counter.reset()
+    batch = [{"specversion": "1.0", "id": f"b{i}", "source": "/bench", "type": "bench",
+              "data": {"i": i}} for i in range(10)]  # fmt: skip
+    r = httpx.post(ingress, content=json.dumps(batch),
+                   headers={"content-type": "application/cloudevents-batch+json"})  # fmt: skip
+    assert r.status_code == 202, r.text
+    sends = counter.total("ingress", "sqs", "SendMessageBatch")
+
+    figures = {
+        "events_per_s": EVENTS / elapsed,
+        "p50_ms": percentile(latencies, 50),
+        "p99_ms": percentile(latencies, 99),
+        "dynamodb_calls_per_warm_event": ddb_ingress / EVENTS,
+        "sqs_send_calls_per_trigger_batch10": sends / 2,
+    }
+    print_table(
+        [
+            ("events", str(EVENTS)),
+            ("events/s", f"{figures['events_per_s']:,.0f}"),
+            ("latency p50 / p99 ms", f"{figures['p50_ms']:.1f} / {figures['p99_ms']:.1f}"),
+            ("ingress AWS calls per accepted event", f"{ingress_calls / EVENTS:.2f}"),
+            ("delivery AWS calls per delivered event", f"{delivery_calls / EVENTS:.2f}"),
+            ("DynamoDB calls per warm ingress event", f"{ddb_ingress / EVENTS:.3f}"),
+            ("SendMessageBatch per trigger, batch of 10", f"{sends / 2:g}"),
+        ],
+        ("measure", "value"),
+    )  # fmt: skip
+    notes = (
+        f"{EVENTS} JSON events (~1 KiB) from {PRODUCERS} concurrent producers through the local "
+        "runtime in-process (moto server, SQS event source emulation, ThreadingHTTPServer) to one "
+        "in-process subscriber; latency = POST sent to subscriber received; 2 cores shared by "
+        f"everything; ingress AWS calls/event {ingress_calls / EVENTS:.2f} "
+        f"(SQS sends + Firehose), delivery AWS calls/event {delivery_calls / EVENTS:.2f}"
+    )
+    return figures, notes
+
+
+def percentile(sorted_values: list[float], p: float) -> float:
+    k = max(0, math.ceil(p / 100 * len(sorted_values)) - 1)
+    return sorted_values[k]
+
+
+def wait_for(check: Any, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise RuntimeError("timed out")
+        time.sleep(0.05)
+
+
+if __name__ == "__main__":
+    main()
