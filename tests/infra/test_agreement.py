@@ -261,3 +261,21 @@ def test_registry_may_read_what_the_metrics_job_writes(
     # ListBucket on that one key makes a missing file a 404, not a 403, before the first run.
     listing = by_sid["RegistryEventTypesMissing"]
     assert listing["Condition"] == {"StringEquals": {"s3:prefix": key}}
+
+
+@pytest.mark.parametrize("function", ["delivery", "kafka_ingress"])
+def test_functions_that_ingest_may_write_only_the_event_type_sample(
+    policy_files: dict[str, dict[str, Any]], function: str
+) -> None:
+    """Replies (delivery) and Kafka records (kafka_ingress) go through the ingress, which
+    records the event types it sees; those functions may write that item and no other."""
+    from chalicelib.services.event_types import SAMPLE_KIND
+
+    writes = [
+        st
+        for st in policy_files[function]["Statement"]
+        if any(a in st["Action"] for a in ("dynamodb:PutItem", "dynamodb:UpdateItem"))
+    ]
+    assert [st["Action"] for st in writes] == [["dynamodb:PutItem"]]
+    leading = writes[0]["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]
+    assert leading == [f"{SAMPLE_KIND}#*"]
