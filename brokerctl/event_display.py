@@ -48,6 +48,7 @@ class EventDisplay:
     ) -> None:
         self.received: list[Received] = []
         self.count = 0
+        self.connections = 0
         self._responder = responder
         self._echo = echo
         self._cond = threading.Condition()
@@ -55,6 +56,11 @@ class EventDisplay:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                super().setup()
+                with outer._cond:
+                    outer.connections += 1
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)

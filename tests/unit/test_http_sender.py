@@ -1,0 +1,85 @@
+"""The httpx sender against real local HTTP servers: no redirects, per-attempt timeout, and the
+connect-time address guard used outside local mode."""
+
+from __future__ import annotations
+
+import threading
+from contextlib import closing
+
+import pytest
+
+from brokerctl.event_display import EventDisplay, Received, Reply
+from chalicelib.adapters.http_sender import HttpxSender, is_blocked
+
+
+@pytest.mark.parametrize(
+    ("ip", "blocked"),
+    [
+        ("127.0.0.1", True),
+        ("::1", True),
+        ("169.254.169.254", True),
+        ("10.1.2.3", True),
+        ("192.168.0.1", True),
+        ("172.16.5.4", True),
+        ("224.0.0.1", True),
+        ("0.0.0.0", True),
+        ("fe80::1", True),
+        ("8.8.8.8", False),
+        ("2001:4860:4860::8888", False),
+    ],
+)
+def test_blocked_ranges(ip: str, blocked: bool) -> None:
+    assert is_blocked(ip) is blocked
+
+
+def test_allowlist_opens_a_range() -> None:
+    assert not is_blocked("10.1.2.3", ["10.0.0.0/8"])
+    assert is_blocked("10.1.2.3", ["192.168.0.0/16"])
+
+
+def test_guard_refuses_loopback_at_connect_time() -> None:
+    with EventDisplay() as sub:
+        with closing(HttpxSender(guard=True)) as guarded:
+            response = guarded.post(sub.url, {}, b"x", timeout=5)
+        assert response.status is None and "blocked" in (response.error or "")
+        assert sub.count == 0
+        with closing(HttpxSender(guard=True, allowlist=("127.0.0.0/8",))) as allowed:
+            assert allowed.post(sub.url, {}, b"x", timeout=5).status == 202
+        assert sub.count == 1
+
+
+def test_redirects_are_not_followed() -> None:
+    with (
+        EventDisplay() as target,
+        EventDisplay(responder=lambda got, n: Reply(302, {"Location": target.url})) as redirecting,
+    ):
+        with closing(HttpxSender(guard=False)) as sender:
+            response = sender.post(redirecting.url, {}, b"x", timeout=5)
+        assert response.status == 302
+        assert target.count == 0
+
+
+def test_timeout_bounds_each_attempt() -> None:
+    release = threading.Event()
+
+    def slow(got: Received, n: int) -> Reply:
+        release.wait(10)
+        return Reply(202)
+
+    with EventDisplay(responder=slow) as sub:
+        try:
+            with closing(HttpxSender(guard=False)) as sender:
+                response = sender.post(sub.url, {}, b"x", timeout=0.3)
+        finally:
+            release.set()
+        assert response.status is None
+        assert response.error and "Timeout" in response.error
+        assert 250 <= response.elapsed_ms < 5000
+
+
+def test_keep_alive_reuses_the_connection() -> None:
+    with EventDisplay() as sub:
+        with closing(HttpxSender(guard=False)) as sender:
+            for _ in range(3):
+                assert sender.post(sub.url, {}, b"x", timeout=5).status == 202
+        assert sub.connections == 1
