@@ -33,5 +33,14 @@ check: lint typecheck test
 bench: $(STAMP)
 	@for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
+deploy: $(STAMP)
+	$(PY) -m infra.deploy --stage $(STAGE) $(DEPLOY_ARGS)
+
+destroy: $(STAMP)
+	$(PY) -m infra.deploy --stage $(STAGE) --destroy $(DEPLOY_ARGS)
+
+package: $(STAMP)
+	$(PY) -m infra.deploy --stage $(STAGE) --package-only $(DEPLOY_ARGS)
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -40,6 +40,9 @@ class Settings:
     local_mode: bool = True
     delivery_function_timeout_seconds: int = 60
     subscriber_allowlist: tuple[str, ...] = field(default_factory=tuple)
+    # Where the metrics job writes its tables (s3://bucket/prefix/ or a local directory); the
+    # registry reads the event types seen per broker from there. None: the ingress sample only.
+    metrics_location: str | None = f"s3://{APP_NAME}-local-metrics/metrics/"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -68,6 +71,8 @@ class Settings:
             metrics_enabled=_bool(env.get("BROKER_METRICS_ENABLED"), True),
             local_mode=_bool(env.get("BROKER_LOCAL_MODE"), stage == "local"),
             delivery_function_timeout_seconds=int(get("BROKER_DELIVERY_TIMEOUT_SECONDS", "60")),
+            metrics_location=env.get("BROKER_METRICS_LOCATION")
+            or (f"s3://{base}-metrics/metrics/" if stage == "local" else None),
             subscriber_allowlist=tuple(
                 s.strip()
                 for s in env.get("BROKER_SUBSCRIBER_ALLOWLIST", "").split(",")

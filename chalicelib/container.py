@@ -157,9 +157,9 @@ class Container:
 
     @cached_property
     def registry(self) -> Registry:
-        # The metrics job's --out location (s3://bucket/prefix or a local directory), once
-        # Settings has it (BROKER_METRICS_LOCATION); without it the ingress sample alone is used.
-        location = getattr(self.settings, "metrics_location", None)
+        # The metrics job's --out location (s3://bucket/prefix or a local directory); without
+        # it the ingress sample alone is used.
+        location = self.settings.metrics_location
         fetch = metrics_fetcher(location, self.blobs) if location else lambda: None
         return Registry(self.store, self.settings, MetricsEventTypes(fetch))
 

@@ -57,7 +57,3 @@ def policy_files(chalice_config: dict[str, Any]) -> dict[str, dict[str, Any]]:
         for fn, spec in functions.items()
     }
 
-
-def pytest_configure(config: pytest.Config) -> None:
-    # Until pyproject.toml lists it (the infra owner asked): package builds and the moto stack.
-    config.addinivalue_line("markers", "slow: builds the Chalice package or runs a moto server")
