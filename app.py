@@ -87,7 +87,7 @@ def healthz() -> Response:
     return json_response({"status": "ok"})
 
 
-@app.route("/metrics", methods=["GET"])
+@app.route("/metrics", methods=["GET"], authorizer=_CP_AUTH)
 def metrics() -> Response:
     text = get_container().metrics.prometheus_text()
     headers: dict[str, str | list[str]] = {"Content-Type": "text/plain; version=0.0.4"}
