@@ -168,6 +168,10 @@ def test_where_the_sdk_accepts_what_we_refuse_the_reason_is_documented(
         fields = {
             p.field.removeprefix("ce-") if p.field != "ce-datacontenttype" else p.field
             for p in mine.problems
+            # SDK_NO_QUOTED_STRING: a header value starting with '"' is an RFC 7230 quoted-string
+            # that the 1.0.2 binding makes us unescape (and refuse when malformed); the SDK takes
+            # the raw text.
+            if not (binary and "quoted-string" in p.message)
         }
         assert all(f in DEVIATION_FIELDS for f in fields), (fields, mine.problems)
 
