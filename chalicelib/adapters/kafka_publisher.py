@@ -26,9 +26,13 @@ class KafkaProducerPublisher:
         started = time.perf_counter()
         try:
             producer = self._producer(bootstrap_servers, timeout)
-            future = producer.send(
-                topic, value=record.value, key=record.key, headers=list(record.headers)
-            )
+            key = record.key
+            if key is None and record.value is None:
+                # kafka-python refuses a record with neither key nor value, which is how the
+                # binding writes an event without data and without a partitionkey: an empty
+                # key keeps the value null (no data) at the cost of a fixed partition.
+                key = b""
+            future = producer.send(topic, value=record.value, key=key, headers=list(record.headers))
             future.get(timeout=timeout)
         except Exception as exc:  # kafka-python raises many types; all mean "not acknowledged"
             return PublishResult(
@@ -49,6 +53,11 @@ class KafkaProducerPublisher:
                     "acks": "all",
                     "linger_ms": 0,
                     "max_block_ms": ms,
+                    "reconnect_backoff_max_ms": 1000,
+                    # Known up front, kafka-python does not connect in the constructor, which
+                    # would leak its sockets when the cluster is unreachable (it raises before
+                    # the producer exists to be closed). Every supported MSK version has 2.8.
+                    "api_version": (2, 8),
                     "request_timeout_ms": ms,
                     "delivery_timeout_ms": ms + 1000,  # must exceed linger + request timeout
                     **self._config,
