@@ -312,14 +312,14 @@ class _KafkaPoller(threading.Thread):
         self._handler = handler
         self._clients = clients
         self._log = log
-        self._stop = threading.Event()
+        self._halt = threading.Event()
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
 
     def run(self) -> None:
         consumer: Any = None
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             try:
                 if consumer is None:
                     consumer = self._consumer()
@@ -330,7 +330,7 @@ class _KafkaPoller(threading.Thread):
                 self._log(f"kafka poller {self.mapping.topic}: {type(exc).__name__}: {exc}")
                 self._close(consumer)
                 consumer = None
-                self._stop.wait(1.0)
+                self._halt.wait(1.0)
         self._close(consumer)
 
     def _consumer(self) -> Any:
@@ -360,7 +360,7 @@ class _KafkaPoller(threading.Thread):
 
         event = kafka_event(batch, self.mapping.advertised, self.mapping.cluster_arn)
         attempt = 0
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             failed = self._invoke(event)
             if failed is not None:
                 firsts = {tp: recs[0].offset for tp, recs in batch.items() if recs}
@@ -380,7 +380,7 @@ class _KafkaPoller(threading.Thread):
                 ends = {tp: recs[-1].offset + 1 for tp, recs in batch.items() if recs}
                 consumer.commit({tp: OffsetAndMetadata(end, "", -1) for tp, end in ends.items()})
                 return
-            self._stop.wait(min(0.5 * 2 ** (attempt - 1), 5.0))
+            self._halt.wait(min(0.5 * 2 ** (attempt - 1), 5.0))
         # Stopped mid-retry: nothing is committed, a new consumer starts again from the batch.
 
     def _invoke(self, event: dict[str, Any]) -> dict[str, int] | None:
@@ -453,7 +453,7 @@ class KafkaEventSources:
         self._local = local_bootstrap
         self._refresh = refresh_seconds
         self._pollers: dict[str, _KafkaPoller] = {}
-        self._stop = threading.Event()
+        self._halt = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kafka-esm-refresh", daemon=True)
 
     def start(self) -> None:
@@ -461,7 +461,7 @@ class KafkaEventSources:
         self._thread.start()
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         for poller in self._pollers.values():
             poller.stop()
         for poller in self._pollers.values():
@@ -470,7 +470,7 @@ class KafkaEventSources:
             self._thread.join(timeout=5)
 
     def _run(self) -> None:
-        while not self._stop.wait(self._refresh):
+        while not self._halt.wait(self._refresh):
             try:
                 self.refresh()
             except Exception as exc:
@@ -495,7 +495,7 @@ class KafkaEventSources:
             if key not in wanted or self._pollers[key].mapping != wanted[key]:
                 self._pollers.pop(key).stop()
         for key, mapping in wanted.items():
-            if key not in self._pollers and not self._stop.is_set():
+            if key not in self._pollers and not self._halt.is_set():
                 poller = _KafkaPoller(mapping, self._handler, self._clients, self._log)
                 self._pollers[key] = poller
                 poller.start()
