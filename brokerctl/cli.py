@@ -48,7 +48,12 @@ def add_dev_parser(sub: Any) -> None:
     dev.add_argument("--host", default="127.0.0.1")
     dev.add_argument("--port", type=int, default=int(os.environ.get("BROKER_PORT", "8080")))
     dev.add_argument("--aws-port", type=int, default=int(os.environ.get("BROKER_AWS_PORT", "4566")))
-    dev.add_argument("--reconcile-interval", type=float, default=30.0, help="seconds")
+    dev.add_argument(
+        "--reconcile-interval",
+        type=float,
+        default=float(os.environ.get("BROKER_RECONCILE_SECONDS", "30")),
+        help="seconds between reconciler runs (BROKER_RECONCILE_SECONDS)",
+    )
     dev.add_argument("--cache-ttl", type=float, default=None, help="ingress cache TTL, seconds")
     dev.add_argument(
         "--kafka",
