@@ -1,0 +1,37 @@
+"""app.py imports with an empty environment and builds no AWS client at import time."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_app_imports_with_an_empty_environment_and_no_boto3() -> None:
+    code = (
+        "import sys, app\n"
+        "assert 'boto3' not in sys.modules, 'boto3 imported at import time'\n"
+        "from chalicelib.container import get_container\n"
+        "c = get_container()\n"
+        "assert c.settings.stage == 'local' and c.settings.endpoint_url is None\n"
+        "assert 'clients' not in vars(c), 'AWS clients built before first use'\n"
+        "print('ok')\n"
+    )
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+def test_adapters_honour_aws_endpoint_url() -> None:
+    from chalicelib.adapters.aws_clients import AwsClients
+    from chalicelib.config import Settings
+
+    settings = Settings.from_env({"AWS_ENDPOINT_URL": "http://127.0.0.1:4599"})
+    client = AwsClients(settings).client("sqs")
+    assert client.meta.endpoint_url == "http://127.0.0.1:4599"
