@@ -254,3 +254,19 @@ def test_a_restarted_runtime_resumes_from_the_committed_offset(kafka: str) -> No
     ids = [g.headers["ce-id"] for g in subscriber.received]
     # Partitions interleave in any order; none is delivered twice.
     assert sorted(ids[:3]) == ["r0", "r1", "r2"] and sorted(ids[3:]) == ["r3", "r4"]
+
+
+def test_dev_kafka_starts_and_stops_its_own_tansu() -> None:
+    from brokerctl.embedded_aws import port_is_free
+    from brokerctl.kafka_local import wait_for_kafka
+
+    port = free_port()
+    runtime = start_local_broker({"BROKER_KAFKA": "true", "BROKER_KAFKA_PORT": str(port)})
+    try:
+        assert f"kafka (Tansu) on 127.0.0.1:{port}" in runtime.lines
+        wait_for_kafka(f"127.0.0.1:{port}", 10)
+        produce(f"127.0.0.1:{port}", "smoke", [binary_record("s-1", b"x")])
+    finally:
+        stop_local_broker(runtime)
+    assert runtime.process.returncode == 0
+    wait_until(lambda: port_is_free("127.0.0.1", port), 10, "Tansu to release its port")
