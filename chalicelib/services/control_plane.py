@@ -77,7 +77,9 @@ class ControlPlane:
 
     def put_broker(self, namespace: str, name: str, body: Any) -> tuple[dict[str, Any], bool]:
         parsed = resources.parse_broker(namespace, body, path_name=name)
-        return self._save_broker(parsed, self._store.get(BROKER, namespace, name))
+        existing = self._store.get(BROKER, namespace, name)
+        _check_precondition(body, existing)
+        return self._save_broker(parsed, existing)
 
     def _save_broker(
         self, parsed: Broker, existing: StoredItem | None
@@ -121,8 +123,8 @@ class ControlPlane:
             provisioned_at=_parse_iso(state.get("stored_at")),
             previous=item.doc.get("status"),
         )
-        self._remember_status(item, status)
-        return resources.broker_to_json(broker, status)
+        version = self._remember_status(item, status)
+        return _with_version(resources.broker_to_json(broker, status), version)
 
     # ---- triggers ------------------------------------------------------------------------------
 
@@ -145,7 +147,9 @@ class ControlPlane:
 
     def put_trigger(self, namespace: str, name: str, body: Any) -> tuple[dict[str, Any], bool]:
         parsed = resources.parse_trigger(namespace, body, path_name=name)
-        return self._save_trigger(parsed, self._store.get(TRIGGER, namespace, name))
+        existing = self._store.get(TRIGGER, namespace, name)
+        _check_precondition(body, existing)
+        return self._save_trigger(parsed, existing)
 
     def _save_trigger(
         self, parsed: Trigger, existing: StoredItem | None
@@ -205,19 +209,22 @@ class ControlPlane:
             provisioned_at=_parse_iso(state.get("provisioned_at")),
             previous=item.doc.get("status"),
         )
-        self._remember_status(item, status)
-        return resources.trigger_to_json(trigger, status)
+        version = self._remember_status(item, status)
+        return _with_version(resources.trigger_to_json(trigger, status), version)
 
-    def _remember_status(self, item: StoredItem, status: Mapping[str, Any]) -> None:
+    def _remember_status(self, item: StoredItem, status: Mapping[str, Any]) -> int:
         """Store the status when a condition changed, so lastTransitionTime keeps the time of the
-        transition instead of the time of the read (as Knative's controllers write status)."""
+        transition instead of the time of the read (as Knative's controllers write status).
+        Returns the item's version afterwards (its resourceVersion)."""
         stored = item.doc.get("status") or {}
         if _transitions(stored) == _transitions(status):
-            return
+            return item.version
         doc = dict(item.doc)
         doc["status"] = dict(status)
-        with contextlib.suppress(ConflictError):  # a concurrent write wins; next read retries
-            self._store.put(item.kind, item.namespace, item.name, doc, item.version)
+        try:
+            return self._store.put(item.kind, item.namespace, item.name, doc, item.version).version
+        except ConflictError:  # a concurrent write wins; the next read records the transition
+            return item.version
 
     # ---- provisioning --------------------------------------------------------------------------
 
@@ -301,6 +308,25 @@ class ControlPlane:
     def _triggers_of(self, namespace: str, broker: str) -> list[StoredItem]:
         items = self._store.list(TRIGGER, namespace)
         return [s for s in items if resources.trigger_from_item(s.doc["resource"]).broker == broker]
+
+
+def _check_precondition(body: Any, existing: StoredItem | None) -> None:
+    """Kubernetes-style optimistic concurrency for clients: a PUT that carries
+    ``metadata.resourceVersion`` applies only to that version of the resource."""
+    meta = body.get("metadata") if isinstance(body, Mapping) else None
+    expected = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+    if expected is None:
+        return
+    if existing is None or str(existing.version) != str(expected):
+        raise ConflictError(
+            "the resource has been modified since resourceVersion "
+            f"{expected}; read it again and apply your change to the latest version"
+        )
+
+
+def _with_version(doc: dict[str, Any], version: int) -> dict[str, Any]:
+    doc["metadata"]["resourceVersion"] = str(version)
+    return doc
 
 
 def _transitions(status: Mapping[str, Any]) -> list[tuple[str, str, str]]:

@@ -198,3 +198,19 @@ def test_unknown_resources_are_404(h: Harness, client: Client) -> None:
     assert call(client, "get", f"{CP}/ns/triggers/missing").status_code == 404
     assert call(client, "delete", f"{CP}/ns/brokers/missing").status_code == 404
     assert call(client, "get", f"{CP}/ns/triggers/missing/deadletters").status_code == 404
+
+
+def test_resource_version_precondition(h: Harness, client: Client) -> None:
+    doc = call(client, "put", f"{CP}/ns/brokers/default", BROKER).json_body
+    version = doc["metadata"]["resourceVersion"]
+    stale = {"metadata": {"name": "default", "resourceVersion": "0"}}
+    r = call(client, "put", f"{CP}/ns/brokers/default", stale)
+    assert r.status_code == 409
+    fresh = call(client, "get", f"{CP}/ns/brokers/default").json_body["metadata"]
+    body = {
+        "metadata": {"name": "default", "resourceVersion": fresh["resourceVersion"]},
+        "spec": {"delivery": {"retry": 1}},
+    }
+    r = call(client, "put", f"{CP}/ns/brokers/default", body)
+    assert r.status_code == 200, r.json_body
+    assert r.json_body["metadata"]["resourceVersion"] != version
