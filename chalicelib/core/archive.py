@@ -1,0 +1,154 @@
+"""Archive records, schema v1 (DESIGN.md §3): the one writer-side definition of what the ingress and
+delivery functions send to Firehose, and so of what the metrics job (``spark_glue/``) reads.
+
+Every record is a flat JSON object with ``v``, ``kind``, ``at`` (RFC 3339 UTC, milliseconds,
+``Z``), ``namespace`` and ``broker``, plus the fields of its kind. ``tests/unit/test_archive.py``
+checks each builder against the reader's field list in ``spark_glue/schema.py``, so the two cannot
+drift: change the shape only with a version bump.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any, Final
+
+SCHEMA_VERSION: Final = 1
+
+KINDS: Final = ("accepted", "rejected", "delivery")
+REJECT_REASONS: Final = (
+    "invalid_event",
+    "unknown_broker",
+    "too_large",
+    "unauthorized",
+    "bad_path",
+    "method_not_allowed",
+    "ttl_exceeded",
+    "unavailable",
+)
+# ``reply`` is a successful delivery whose answer was a CloudEvent (re-ingested into the broker).
+OUTCOMES: Final = ("delivered", "retry", "dead_lettered", "reply")
+
+_MAX_DETAIL = 200
+
+Record = dict[str, Any]
+
+
+def rfc3339(at: datetime) -> str:
+    """UTC, millisecond precision, ``Z``: sortable as text and parsed by Spark and DuckDB alike."""
+    if at.tzinfo is None or at.utcoffset() is None:
+        raise ValueError("archive timestamps must be timezone-aware")
+    utc = at.astimezone(UTC)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+
+
+def accepted_record(
+    namespace: str,
+    broker: str,
+    event_json: Mapping[str, Any],
+    triggers: list[str],
+    size: int,
+    at: datetime,
+) -> Record:
+    """An event stored for delivery; ``event_json`` is the event in the CloudEvents JSON format
+    (with ``knativearrivaltime``), ``triggers`` the matched trigger names (empty: no match)."""
+    for name in ("specversion", "id", "source", "type"):
+        if not isinstance(event_json.get(name), str) or not event_json[name]:
+            raise ValueError(f"event_json.{name} must be a non-empty string")
+    if size < 0:
+        raise ValueError("size must be >= 0")
+    return {
+        **_common("accepted", namespace, broker, at),
+        "event": dict(event_json),
+        "triggers": list(triggers),
+        "size": int(size),
+    }
+
+
+def rejected_record(
+    namespace: str,
+    broker: str,
+    status: int,
+    reason: str,
+    detail: str,
+    at: datetime,
+    event_type: str | None = None,
+    event_source: str | None = None,
+) -> Record:
+    """A request refused at ingress. ``detail`` is a short human text that must never carry event
+    data (it is cut to 200 characters as a guard)."""
+    if reason not in REJECT_REASONS:
+        raise ValueError(f"unknown reject reason {reason!r}")
+    if not 400 <= status <= 599:
+        raise ValueError("a rejection status is 4xx or 5xx")
+    return {
+        **_common("rejected", namespace, broker, at),
+        "status": int(status),
+        "reason": reason,
+        "detail": detail[:_MAX_DETAIL],
+        "event_type": event_type,
+        "event_source": event_source,
+    }
+
+
+def delivery_record(
+    namespace: str,
+    broker: str,
+    trigger: str,
+    event_id: str,
+    event_type: str,
+    event_source: str,
+    arrival: str | datetime,
+    attempt: int,
+    status: int | None,
+    outcome: str,
+    latency_ms: float,
+    at: datetime,
+) -> Record:
+    """One delivery attempt (1-based); ``status`` None means a transport error or a timeout;
+    ``arrival`` is the event's ``knativearrivaltime``."""
+    if outcome not in OUTCOMES:
+        raise ValueError(f"unknown delivery outcome {outcome!r}")
+    if attempt < 1:
+        raise ValueError("attempt is 1-based")
+    return {
+        **_common("delivery", namespace, broker, at),
+        "trigger": trigger,
+        "event_id": event_id,
+        "event_type": event_type,
+        "event_source": event_source,
+        "arrival": rfc3339(arrival) if isinstance(arrival, datetime) else arrival,
+        "attempt": int(attempt),
+        "status": None if status is None else int(status),
+        "outcome": outcome,
+        "latency_ms": float(latency_ms),
+    }
+
+
+def encode_line(record: Mapping[str, Any]) -> bytes:
+    """One record as one newline-terminated line: Firehose concatenates what it is given, so the
+    newline is what keeps records apart in the S3 object."""
+    return json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+
+
+def encode_lines(records: Iterable[Mapping[str, Any]]) -> bytes:
+    return b"".join(encode_line(r) for r in records)
+
+
+def archive_key(at: datetime, suffix: str) -> str:
+    """``archive/YYYY/MM/DD/HH/<suffix>``, the hour of ``at`` in UTC (Firehose's default prefix)."""
+    if not suffix or suffix.startswith("/"):
+        raise ValueError("suffix must be a non-empty relative name")
+    rfc3339(at)  # the same timezone check
+    return f"archive/{at.astimezone(UTC):%Y/%m/%d/%H}/{suffix}"
+
+
+def _common(kind: str, namespace: str, broker: str, at: datetime) -> Record:
+    return {
+        "v": SCHEMA_VERSION,
+        "kind": kind,
+        "at": rfc3339(at),
+        "namespace": namespace,
+        "broker": broker,
+    }

@@ -1,0 +1,122 @@
+"""The local runtime: a local SparkSession, and an S3 archive copied to a staging directory first
+(local Spark has no S3 connector here; on Glue the job reads ``s3://`` directly)."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from pyspark.sql import SparkSession
+
+from spark_glue import pipeline, report
+
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+@dataclass(frozen=True)
+class LocalOptions:
+    master: str = "local[2]"
+    driver_memory: str = "4g"
+    shuffle_partitions: int = 8
+    max_partition_bytes: str = "64m"
+
+
+def session(options: LocalOptions = LocalOptions()) -> SparkSession:
+    spark = (
+        SparkSession.builder.master(options.master)
+        .appName("serverless-broker-metrics")
+        .config("spark.driver.memory", options.driver_memory)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(options.shuffle_partitions))
+        .config("spark.sql.files.maxPartitionBytes", options.max_partition_bytes)
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    pipeline.configure(spark)
+    return spark
+
+
+def run(
+    archive: str,
+    out: str | Path,
+    endpoint_url: str | None = None,
+    options: LocalOptions = LocalOptions(),
+    spark: SparkSession | None = None,
+) -> dict[str, Any]:
+    """Compute the metrics of ``archive`` (a directory or ``s3://bucket/prefix``) into ``out``:
+    the Parquet tables, ``summary.json`` and ``report.html``. Returns the summary."""
+    out_dir = Path(out).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    spark = spark or session(options)
+    with _local_archive(archive, endpoint_url) as directory:
+        started = time.monotonic()
+        result = pipeline.compute(pipeline.read_archive(spark, [str(directory)]))
+        pipeline.write(result, str(out_dir))
+        result.release()
+    summary = {**result.summary, "source": archive, "seconds": round(time.monotonic() - started, 3)}
+    pipeline.write_local_summary(summary, out_dir)
+    (out_dir / "report.html").write_text(report.render(summary), encoding="utf-8")
+    return summary
+
+
+@contextmanager
+def _local_archive(archive: str, endpoint_url: str | None) -> Iterator[Path]:
+    if not archive.startswith("s3://"):
+        path = Path(archive)
+        if not path.is_dir():
+            raise FileNotFoundError(f"archive directory not found: {archive}")
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="archive-staging-") as staging:
+        count = stage_s3(archive, Path(staging), endpoint_url)
+        if not count:
+            raise FileNotFoundError(f"no objects under {archive}")
+        yield Path(staging)
+
+
+def stage_s3(uri: str, staging: Path, endpoint_url: str | None = None) -> int:
+    """Copy every object under ``s3://bucket/prefix`` into ``staging``, keeping the key layout.
+    A gzip object whose key lacks ``.gz`` gets it, so that Spark decompresses it. The client
+    honours ``AWS_ENDPOINT_URL`` (moto, LocalStack) unless ``endpoint_url`` is given."""
+    import boto3
+
+    parsed = urlparse(uri)
+    bucket, prefix = parsed.netloc, parsed.path.lstrip("/")
+    client = boto3.client("s3", endpoint_url=endpoint_url) if endpoint_url else boto3.client("s3")
+    count = 0
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for obj in page.get("Contents", []):
+            key = obj["Key"]
+            if key.endswith("/"):
+                continue
+            target = staging / key
+            target.parent.mkdir(parents=True, exist_ok=True)
+            body = client.get_object(Bucket=bucket, Key=key)["Body"]
+            with open(target, "wb") as fh:
+                shutil.copyfileobj(body, fh)
+            if not key.endswith(".gz") and _is_gzip(target):
+                target.rename(target.with_name(target.name + ".gz"))
+            count += 1
+    return count
+
+
+def _is_gzip(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        if fh.read(2) != _GZIP_MAGIC:
+            return False
+    try:
+        with gzip.open(path) as gz:
+            gz.read(1)
+    except OSError:
+        return False
+    return True
