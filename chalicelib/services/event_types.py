@@ -102,7 +102,11 @@ class EventTypeSample:
         for _ in range(3):
             try:
                 item = self._store.get(SAMPLE_KIND, namespace, broker)
-                merged = merge_sample(item.doc if item else None, seen, self._max_stored)
+                try:
+                    merged = merge_sample(item.doc if item else None, seen, self._max_stored)
+                except (KeyError, TypeError, ValueError):
+                    # An unreadable stored sample must not fail the ingress: start it afresh.
+                    merged = merge_sample(None, seen, self._max_stored)
                 self._store.put(
                     SAMPLE_KIND, namespace, broker, merged, item.version if item else None
                 )

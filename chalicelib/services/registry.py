@@ -230,7 +230,10 @@ class Registry:
     ) -> list[reg.ObservedType]:
         out = list(metrics)
         for s in samples:
-            out += sample_types(s.namespace, s.name, s.doc)
+            try:
+                out += sample_types(s.namespace, s.name, s.doc)
+            except (KeyError, TypeError, ValueError) as exc:
+                log.warning("event type sample of %s/%s unreadable: %s", s.namespace, s.name, exc)
         return out
 
     # ---- stamps ---------------------------------------------------------------------------------

@@ -128,6 +128,13 @@ def test_a_failed_flush_never_raises_and_is_retried_later() -> None:
     assert stored(store) == [("a", "/s", None)]
 
 
+def test_an_unreadable_stored_sample_is_replaced() -> None:
+    store, times = MemoryStore(), Times()
+    store.put(SAMPLE_KIND, "ns", "b", {"types": [{"type": "x"}]}, None)
+    sample(store, times).observe("ns", "b", [event("a")])
+    assert stored(store) == [("a", "/s", None)]
+
+
 def test_instances_merge_their_samples() -> None:
     store, times = MemoryStore(), Times()
     one, two = sample(store, times), sample(store, times)
