@@ -221,3 +221,38 @@ def test_exhausted_retries_go_to_the_on_failure_queue(
     # The discarded batch is committed: the next invocation starts after it.
     assert failing.offsets()[:4] == [0, 1, 0, 1] and failing.offsets()[4:] == [2]
     clients.client("lambda").delete_event_source_mapping(UUID=uuid_)
+
+
+def test_partial_batch_response_commits_up_to_the_first_failure(
+    kafka: str, lambda_env: tuple[Any, str]
+) -> None:
+    clients, function = lambda_env
+    topic = topic_with_one_partition(kafka)
+    uuid_ = mapping(
+        clients, function, kafka, topic, FunctionResponseTypes=["ReportBatchItemFailures"]
+    )
+    produce(kafka, topic, ["a", "b", "c"])
+    answers = [
+        {"batchItemFailures": [{"itemIdentifier": {"topic-partition": f"{topic}-0", "offset": 1}}]}
+    ]
+
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        recorder(event, context)
+        return answers.pop(0) if answers else {}
+
+    recorder = Recorder()
+    esm = sources(clients, function, handler)
+    try:
+        recorder.wait(lambda h: len(h.events) >= 2)
+    finally:
+        esm.stop()
+    assert recorder.offsets() == [0, 1, 2, 1, 2]  # offset 0 was accepted and committed
+    again = Recorder()
+    esm = sources(clients, function, again)
+    try:
+        produce(kafka, topic, ["d"])
+        again.wait(lambda h: 3 in h.offsets())
+    finally:
+        esm.stop()
+    assert again.offsets() == [3]
+    clients.client("lambda").delete_event_source_mapping(UUID=uuid_)
