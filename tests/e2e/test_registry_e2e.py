@@ -149,6 +149,7 @@ def test_brokers_triggers_and_the_types_they_carry(broker: LocalBroker, tmp_path
     assert r.returncode == 1 and "does not exist" in r.stderr
 
 
+@pytest.mark.spark
 def test_the_metrics_job_adds_the_types_the_sample_has_not_written(
     broker: LocalBroker, metrics_dir: Path
 ) -> None:
