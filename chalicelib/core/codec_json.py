@@ -14,8 +14,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import math
-import re
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
@@ -49,38 +47,14 @@ _ENCODER = json.JSONEncoder(
 _ASCII_ENCODER = json.JSONEncoder(separators=(",", ":"), check_circular=False, allow_nan=False)
 
 
-# A number literal whose exponent has 3+ digits may overflow a double into infinity, which no
-# JSON encoder can write back: such an event could be accepted but never delivered, so it is
-# refused. The regex keeps the check off the hot path for ordinary bodies.
-_BIG_EXPONENT = re.compile(rb"[0-9][eE][+]?[0-9]{3,}")
-
-
-def _has_infinity(value: Any) -> bool:
-    if isinstance(value, float):
-        return math.isinf(value)
-    if isinstance(value, dict):
-        return any(_has_infinity(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_has_infinity(v) for v in value)
-    return False
-
-
 def parse_json(body: bytes) -> Any:
     """Strict RFC 8259 parse of UTF-8 bytes; ``ValueError`` with a short reason otherwise."""
-    value: Any = _NOTHING
     if _fast_loads is not None:
         try:
-            value = _fast_loads(body, allow_inf_nan=False, cache_strings="keys")
+            return _fast_loads(body, allow_inf_nan=False, cache_strings="keys")
         except ValueError:
-            value = _NOTHING
-    if value is _NOTHING:
-        value = parse_json_stdlib(body)
-    if _BIG_EXPONENT.search(body) and _has_infinity(value):
-        raise ValueError("a number is out of range (it overflows a 64-bit float)")
-    return value
-
-
-_NOTHING = object()
+            pass
+    return parse_json_stdlib(body)
 
 
 def parse_json_stdlib(body: bytes) -> Any:

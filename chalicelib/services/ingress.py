@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from chalicelib.core import archive, codec, names, tokens
+from chalicelib.core.codec_json import dumps_utf8
 from chalicelib.core.errors import (
     BrokerError,
     MethodNotAllowedError,
@@ -159,6 +160,8 @@ class Ingress:
             return self._problem(namespace, broker, exc, "ttl_exceeded", events)
         except UnavailableError as exc:
             return self._problem(namespace, broker, exc, "unavailable", events)
+        except ValidationError as exc:
+            return self._problem(namespace, broker, exc, "invalid_event", events)
         dims = {"namespace": namespace, "broker": broker, "response_code_class": "2xx"}
         self._metrics.count("event_count", dims, len(events) or 1)
         self._metrics.latency(
@@ -180,26 +183,25 @@ class Ingress:
         per_queue: dict[str, list[str]] = {}
         records: list[bytes] = []
         claimed: dict[int, ClaimCheck] = {}
-        for event in prepared:
+        for i, event in enumerate(prepared):
             routes: list[Route] = config.index.match(event)
+            event_json = codec.to_json(event)
+            try:
+                # Sizes the event, and refuses what no JSON encoder can write back (a number that
+                # overflowed a double): such an event could be accepted but never delivered.
+                size = len(dumps_utf8(event_json))
+            except ValueError as exc:
+                where = f"[{i}].data" if len(prepared) > 1 else "data"
+                raise ValidationError([Problem(where, f"cannot be re-encoded: {exc}")]) from None
             for route in routes:
                 body = self._claims.message_body(
                     config.namespace, config.name, route.name, event, headers, claimed
                 )
                 per_queue.setdefault(route.queue, []).append(body)
-            event_json = codec.to_json(event)
-            records.append(
-                archive.encode_line(
-                    archive.accepted_record(
-                        config.namespace,
-                        config.name,
-                        event_json,
-                        [r.name for r in routes],
-                        len(json.dumps(event_json)),
-                        now,
-                    )
-                )
+            record = archive.accepted_record(
+                config.namespace, config.name, event_json, [r.name for r in routes], size, now
             )
+            records.append(archive.encode_line(record))
         for queue, bodies in per_queue.items():
             self._send_all(queue, bodies)
         self._archive_quietly(records)

@@ -176,3 +176,12 @@ def test_metrics_count_every_request(h: Harness) -> None:
         in text
     )
     assert 'response_code_class="4xx"} 1' in text
+
+
+def test_number_that_overflows_a_double_is_400_and_nothing_stored(h: Harness) -> None:
+    body = b'{"specversion":"1.0","id":"1","source":"/s","type":"t","data":{"a":1e400}}'
+    r = h.post({"content-type": "application/cloudevents+json"}, body)
+    assert r.status == 400
+    assert json.loads(r.body)["errors"][0]["field"] == "data"
+    assert h.messages(h.queue_of("match")) == []
+    assert h.archive.decoded()[-1]["kind"] == "rejected"
