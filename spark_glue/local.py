@@ -63,6 +63,7 @@ def run(
         result = pipeline.compute(pipeline.read_archive(spark, [str(directory)]))
         pipeline.write(result, str(out_dir))
         result.release()
+    (out_dir / "event_types.json").write_text(pipeline.event_types_json(spark, str(out_dir)))
     summary = {**result.summary, "source": archive, "seconds": round(time.monotonic() - started, 3)}
     pipeline.write_local_summary(summary, out_dir)
     (out_dir / "report.html").write_text(report.render(summary), encoding="utf-8")

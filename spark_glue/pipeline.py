@@ -79,6 +79,19 @@ def write(result: Result, out: str) -> None:
         )
 
 
+def event_types_json(spark: SparkSession, out: str) -> str:
+    """``event_types.json``: the whole ``event_types`` table (every date written so far) rolled
+    up, for the registry (Lambda reads neither Parquet nor Spark)."""
+    table = spark.read.parquet(f"{out.rstrip('/')}/event_types")
+    rolled = transforms.rollup_event_types(table).orderBy(*transforms.EVENT_TYPE_KEYS)
+    rows = _rows(
+        rolled.withColumn("first_seen", _iso("first_seen")).withColumn(
+            "last_seen", _iso("last_seen")
+        )
+    )
+    return json.dumps({"event_types": rows}, indent=1, sort_keys=True) + "\n"
+
+
 def summary_json(summary: dict[str, Any]) -> str:
     return json.dumps(summary, indent=2, sort_keys=True, default=_json_default) + "\n"
 
@@ -93,13 +106,9 @@ def _summary(grain: DataFrame, tables: dict[str, DataFrame]) -> dict[str, Any]:
     """Headline figures. The hourly tables are small enough to bring to the driver whole (one row
     per broker or trigger and hour); the rest is reduced in Spark first."""
     quality = _rows(
-        transforms.quality(grain).join(
-            grain.groupBy("kind", "malformed").agg(
-                _iso(F.min("first_seen")).alias("first"), _iso(F.max("last_seen")).alias("last")
-            ),
-            ["kind", "malformed"],
-            "left",
-        )
+        transforms.quality(grain)
+        .withColumn("first", _iso("first_seen"))
+        .withColumn("last", _iso("last_seen"))
     )
     valid = [q for q in quality if q["malformed"] is None]
     by_kind = {q["kind"]: q["records"] for q in valid}

@@ -41,6 +41,7 @@ EVENT: tuple[Field, ...] = (
     Field("id", "string"),
     Field("source", "string"),
     Field("type", "string"),
+    Field("datacontenttype", "string", nullable=True),
     Field("knativearrivaltime", "timestamp", nullable=True),
 )
 BY_KIND: dict[str, tuple[Field, ...]] = {

@@ -63,6 +63,7 @@ def normalize(raw: DataFrame) -> DataFrame:
         F.when(accepted, F.col("event.source"))
         .otherwise(F.col("event_source"))
         .alias("event_source"),
+        F.when(accepted, F.col("event.datacontenttype")).alias("datacontenttype"),
         F.when(delivery, F.col("trigger")).alias("trigger"),
         F.when(delivery, F.col("attempt")).alias("attempt"),
         F.col("status"),
@@ -87,7 +88,7 @@ def deduplicate(records: DataFrame) -> DataFrame:
     ).withColumn("late", F.col("late").cast("int"))
     key_cols = [
         "kind", "namespace", "broker", "event_id", "event_source", "event_type",
-        "trigger", "attempt", "reason", "uid",
+        "datacontenttype", "trigger", "attempt", "reason", "uid",
     ]  # fmt: skip
     valid = F.col("malformed").isNull()
     keys = [F.when(valid, F.col(c)).alias(c) for c in key_cols] + [F.col("malformed")]
@@ -125,6 +126,7 @@ def grain(clean: DataFrame) -> DataFrame:
         "hour",
         F.when(accepted, F.col("event_type")).alias("event_type"),
         F.when(accepted, F.col("event_source")).alias("event_source"),
+        "datacontenttype",
         "reason",
         F.when(kind != "accepted", F.col("status")).alias("status"),
         "trigger",
@@ -180,18 +182,30 @@ def broker_event_types(grain: DataFrame) -> DataFrame:
     )
 
 
+EVENT_TYPE_KEYS = ["namespace", "broker", "event_type", "event_source", "datacontenttype"]
+
+
 def event_types(grain: DataFrame) -> DataFrame:
-    """Per broker, event type and source, per date: first_seen, last_seen, events. The registry
-    rolls dates up with min/max/sum; per date keeps incremental (Glue bookmark) runs exact."""
+    """Per broker, event type, source and content type, per date: first_seen, last_seen, events.
+    Per date keeps incremental (Glue bookmark) runs exact; ``rollup_event_types`` sums dates."""
     return (
         _accepted(grain)
         .withColumn("date", F.to_date("hour"))
-        .groupBy("namespace", "broker", "event_type", "event_source", "date")
+        .groupBy(*EVENT_TYPE_KEYS, "date")
         .agg(
             F.min("first_seen").alias("first_seen"),
             F.max("last_seen").alias("last_seen"),
             F.sum("records").alias("events"),
         )
+    )
+
+
+def rollup_event_types(table: DataFrame) -> DataFrame:
+    """The ``event_types`` table over all its dates: what the registry lists per broker."""
+    return table.groupBy(*EVENT_TYPE_KEYS).agg(
+        F.min("first_seen").alias("first_seen"),
+        F.max("last_seen").alias("last_seen"),
+        F.sum("events").alias("events"),
     )
 
 
@@ -246,7 +260,7 @@ def delivery_totals(grain: DataFrame) -> DataFrame:
 
 def quality(grain: DataFrame) -> DataFrame:
     """One row per kind (valid records) or malformed reason: lines read, records kept,
-    duplicates, late lines."""
+    duplicates, late lines, first and last ``at``."""
     return grain.groupBy("kind", "malformed").agg(
         F.sum("lines").alias("lines"),
         F.sum(F.when(F.col("malformed").isNull(), F.col("records")).otherwise(0)).alias("records"),
@@ -254,6 +268,8 @@ def quality(grain: DataFrame) -> DataFrame:
             "duplicates"
         ),
         F.sum("late").alias("late"),
+        F.min("first_seen").alias("first_seen"),
+        F.max("last_seen").alias("last_seen"),
     )
 
 

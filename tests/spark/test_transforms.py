@@ -1,0 +1,136 @@
+"""The transforms on a local SparkSession, over the hand-built archive of ``sample_archive``: every
+figure below was worked out by hand there (late, duplicate and malformed records, retries and
+dead letters, and an hour with no traffic)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spark_glue import pipeline, schema, transforms
+from tests.spark import sample_archive as sample
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def archive_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return sample.write(tmp_path_factory.mktemp("archive"))
+
+
+@pytest.fixture(scope="module")
+def result(spark: Any, archive_dir: Path) -> Any:
+    res = pipeline.compute(pipeline.read_archive(spark, [str(archive_dir)]))
+    yield res
+    res.release()
+
+
+def _utc(value: datetime) -> datetime:
+    # Spark hands timestamps to Python as naive local time; the tests compare instants.
+    return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _hour(value: datetime) -> int:
+    return _utc(value).hour
+
+
+def test_the_archive_is_read_with_the_explicit_schema(spark: Any, archive_dir: Path) -> None:
+    raw = pipeline.read_archive(spark, [str(archive_dir)])
+    assert [f.name for f in raw.schema.fields][:-1] == schema.spark_schema().fieldNames()
+    assert raw.count() == sample.LINES  # gzip file included, every line (malformed too) kept
+
+
+def test_broker_hourly_is_dense_and_counts_each_event_once(result: Any) -> None:
+    rows = result.tables["broker_hourly"].collect()
+    got = {
+        (r.broker, _hour(r.hour)): {k: r[k] for k in sample.BROKER_HOURLY[("b1", 10)]} for r in rows
+    }
+    assert got == sample.BROKER_HOURLY
+    assert {str(r.date) for r in rows} == {"2024-05-01"}
+
+
+def test_rejections_by_reason_and_status(result: Any) -> None:
+    got = {
+        (r.broker, _hour(r.hour), r.reason, r.status): r.rejected
+        for r in result.tables["broker_rejections"].collect()
+    }
+    assert got == sample.REJECTIONS
+
+
+def test_trigger_hourly_outcomes_and_exact_latency_percentiles(result: Any) -> None:
+    rows = result.tables["trigger_hourly"].collect()
+    got = {(r.trigger, _hour(r.hour)): r.asDict() for r in rows}
+    assert set(got) == set(sample.TRIGGER_HOURLY)
+    for key, expected in sample.TRIGGER_HOURLY.items():
+        for name, value in expected.items():
+            assert got[key][name] == (pytest.approx(value) if value is not None else None), (
+                key,
+                name,
+            )
+
+
+def test_event_types_per_broker_with_first_and_last_seen(result: Any) -> None:
+    per_hour = {
+        (r.broker, _hour(r.hour), r.event_type, r.event_source): r.events
+        for r in result.tables["broker_event_types"].collect()
+    }
+    assert per_hour == sample.BROKER_EVENT_TYPES
+    types = {
+        (r.broker, r.event_type, r.event_source): (_utc(r.first_seen), _utc(r.last_seen), r.events)
+        for r in result.tables["event_types"].collect()
+    }
+    assert types == sample.EVENT_TYPES
+
+
+def test_summary_counts_malformed_duplicates_and_late_records(result: Any) -> None:
+    s = result.summary
+    assert s["input"]["malformed_by_reason"] == sample.MALFORMED_BY_REASON
+    assert {k: s["input"][k] for k in sample.SUMMARY_INPUT} == sample.SUMMARY_INPUT
+    assert s["ingress"]["accepted"] == 7
+    assert s["ingress"]["rejected"] == 4
+    assert s["ingress"]["matched"] == 5
+    assert s["ingress"]["no_match"] == 2
+    for name, value in sample.DELIVERY.items():
+        assert s["delivery"][name] == pytest.approx(value), name
+    assert s["window"] == {"first": "2024-05-01T10:00:00.000Z", "last": "2024-05-01T12:30:00.000Z"}
+    assert [t["hour"][11:13] for t in s["traffic"]] == ["10", "11", "12"]
+    assert s["traffic"][1] == {
+        "hour": "2024-05-01T11:00:00.000Z", "accepted": 0, "rejected": 0, "matched": 0,
+        "no_match": 0,
+    }  # fmt: skip
+    worst = s["worst_triggers"][0]
+    assert (worst["trigger"], worst["dead_lettered"], worst["dead_letter_rate"]) == ("t1", 1, 0.2)
+    assert s["top_event_types"][0] == {"event_type": sample.A, "events": 4, "sources": 1}
+    pipeline.summary_json(s)  # serialisable
+
+
+def test_deduplication_keeps_the_earliest_copy(spark: Any) -> None:
+    """Two copies of one attempt that differ (a writer retried after a timeout): one record, the
+    earlier one's values; a different attempt of the same event stays apart."""
+    first = sample.dlv("t1", "e9", sample.A, sample.S1, sample.at(9, 0), 1, 503, "retry", 1.0,
+                       sample.at(9, 0, 1))  # fmt: skip
+    later = {**first, "at": "2024-05-01T09:00:02.000Z", "status": 200, "outcome": "delivered"}
+    other = {**first, "attempt": 2, "at": "2024-05-01T09:00:03.000Z"}
+    raw = spark.createDataFrame(
+        [(*(r.get(f.name) for f in schema.spark_schema().fields[:-1]), None, "p")
+         for r in (later, first, other)],
+        schema.spark_schema().add("path", "string"),
+    )  # fmt: skip
+    clean = transforms.deduplicate(transforms.normalize(raw))
+    rows = sorted(clean.collect(), key=lambda r: r.attempt)
+    assert [(r.attempt, r.copies, r.status, r.outcome) for r in rows] == [
+        (1, 2, 503, transforms.OUTCOME_CODE["retry"]),
+        (2, 1, 503, transforms.OUTCOME_CODE["retry"]),
+    ]
+
+
+def test_rollup_of_event_types_over_dates(spark: Any, result: Any) -> None:
+    table = result.tables["event_types"]
+    doubled = table.unionByName(table)  # the same figures on a second date roll up as sums
+    rolled = {
+        (r.broker, r.event_type): r.events for r in transforms.rollup_event_types(doubled).collect()
+    }
+    assert rolled == {("b1", sample.A): 8, ("b1", sample.B): 4, ("b2", sample.C): 2}
