@@ -114,25 +114,27 @@ class _Poller(threading.Thread):
                 self._log(f"delete after {self.mapping.function_name}: {exc}")
 
 
-class SqsEventSources:
-    """Keeps one poller per enabled SQS mapping of the registered functions."""
+class MappingSupervisor:
+    """Keeps one poller thread per wanted event source mapping, re-reading the wanted set from
+    the Lambda API every ``refresh_seconds``. Subclasses say what is wanted and how to poll it."""
 
-    def __init__(
-        self,
-        clients: AwsClients,
-        handlers: Mapping[str, Handler],
-        region: str,
-        log: Callable[[str], None],
-        refresh_seconds: float = 1.0,
-    ) -> None:
-        self._clients = clients
-        self._handlers = dict(handlers)
-        self._region = region
+    thread_name = "esm-refresh"
+    join_timeout = 5.0
+
+    def __init__(self, log: Callable[[str], None], refresh_seconds: float = 1.0) -> None:
         self._log = log
         self._refresh = refresh_seconds
-        self._pollers: dict[str, _Poller] = {}
+        self._pollers: dict[str, Any] = {}
         self._halt = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="esm-refresh", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
+
+    def wanted(self) -> dict[str, Any]:
+        """The mappings to poll, by UUID (each a frozen value: a change restarts its poller)."""
+        raise NotImplementedError
+
+    def make_poller(self, mapping: Any) -> Any:
+        """A not-yet-started thread with ``.mapping`` and ``.stop()``."""
+        raise NotImplementedError
 
     def start(self) -> None:
         self.refresh()
@@ -143,7 +145,7 @@ class SqsEventSources:
         for poller in self._pollers.values():
             poller.stop()
         for poller in self._pollers.values():
-            poller.join(timeout=5)
+            poller.join(timeout=self.join_timeout)
         if self._thread.is_alive():
             self._thread.join(timeout=5)
 
@@ -152,46 +154,68 @@ class SqsEventSources:
             try:
                 self.refresh()
             except Exception as exc:
-                self._log(f"event sources: {type(exc).__name__}: {exc}")
+                self._log(f"{self.thread_name}: {type(exc).__name__}: {exc}")
 
     def refresh(self) -> None:
-        wanted: dict[str, _Mapping] = {}
-        lam = self._clients.client("lambda")
-        for function_name in self._handlers:
-            marker: str | None = None
-            while True:
-                kwargs: dict[str, Any] = {"FunctionName": function_name}
-                if marker:
-                    kwargs["Marker"] = marker
-                out = lam.list_event_source_mappings(**kwargs)
-                for m in out.get("EventSourceMappings", []):
-                    arn = m.get("EventSourceArn", "")
-                    if not arn.startswith("arn:aws:sqs:"):
-                        continue
-                    if m.get("State", "Enabled") not in {"Enabled", "Enabling", "Creating"}:
-                        continue
-                    wanted[m["UUID"]] = _Mapping(
-                        uuid=m["UUID"],
-                        queue_arn=arn,
-                        function_name=function_name,
-                        batch_size=int(m.get("BatchSize", 10)),
-                        report_failures="ReportBatchItemFailures"
-                        in m.get("FunctionResponseTypes", []),
-                    )
-                marker = out.get("NextMarker")
-                if not marker:
-                    break
+        wanted = self.wanted()
         for uuid in list(self._pollers):
             if uuid not in wanted or self._pollers[uuid].mapping != wanted[uuid]:
                 self._pollers.pop(uuid).stop()
         for uuid, mapping in wanted.items():
             if uuid not in self._pollers and not self._halt.is_set():
-                poller = _Poller(
-                    mapping,
-                    self._clients,
-                    self._handlers[mapping.function_name],
-                    self._region,
-                    self._log,
-                )
+                poller = self.make_poller(mapping)
                 self._pollers[uuid] = poller
                 poller.start()
+
+
+def list_mappings(clients: AwsClients, function_name: str) -> list[dict[str, Any]]:
+    """Every event source mapping of ``function_name``, as Lambda lists them (all pages)."""
+    lam = clients.client("lambda")
+    found: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"FunctionName": function_name}
+    while True:
+        out = lam.list_event_source_mappings(**kwargs)
+        found.extend(out.get("EventSourceMappings", []))
+        if not out.get("NextMarker"):
+            return found
+        kwargs["Marker"] = out["NextMarker"]
+
+
+class SqsEventSources(MappingSupervisor):
+    """Keeps one poller per enabled SQS mapping of the registered functions."""
+
+    def __init__(
+        self,
+        clients: AwsClients,
+        handlers: Mapping[str, Handler],
+        region: str,
+        log: Callable[[str], None],
+        refresh_seconds: float = 1.0,
+    ) -> None:
+        super().__init__(log, refresh_seconds)
+        self._clients = clients
+        self._handlers = dict(handlers)
+        self._region = region
+
+    def wanted(self) -> dict[str, Any]:
+        wanted: dict[str, Any] = {}
+        for function_name in self._handlers:
+            for m in list_mappings(self._clients, function_name):
+                arn = m.get("EventSourceArn", "")
+                if not arn.startswith("arn:aws:sqs:"):
+                    continue
+                if m.get("State", "Enabled") not in {"Enabled", "Enabling", "Creating"}:
+                    continue
+                wanted[m["UUID"]] = _Mapping(
+                    uuid=m["UUID"],
+                    queue_arn=arn,
+                    function_name=function_name,
+                    batch_size=int(m.get("BatchSize", 10)),
+                    report_failures="ReportBatchItemFailures" in m.get("FunctionResponseTypes", []),
+                )
+        return wanted
+
+    def make_poller(self, mapping: Any) -> Any:
+        return _Poller(
+            mapping, self._clients, self._handlers[mapping.function_name], self._region, self._log
+        )

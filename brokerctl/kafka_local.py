@@ -36,6 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from brokerctl.event_sources import MappingSupervisor, list_mappings
 from brokerctl.lambda_context import LocalLambdaContext
 from chalicelib.adapters.aws_clients import AwsClients
 
@@ -434,8 +435,11 @@ class _KafkaPoller(threading.Thread):
             sqs.send_message(QueueUrl=url, MessageBody=json.dumps(doc))
 
 
-class KafkaEventSources:
-    """Keeps one consumer per enabled Kafka mapping of ``function_name``."""
+class KafkaEventSources(MappingSupervisor):
+    """One consumer per enabled Kafka mapping of the ``kafka_ingress`` function."""
+
+    thread_name = "kafka-esm-refresh"
+    join_timeout = 10.0
 
     def __init__(
         self,
@@ -446,56 +450,21 @@ class KafkaEventSources:
         local_bootstrap: str | None = None,
         refresh_seconds: float = 1.0,
     ) -> None:
+        super().__init__(log, refresh_seconds)
         self._clients = clients
         self._function = function_name
         self._handler = handler
-        self._log = log
         self._local = local_bootstrap
-        self._refresh = refresh_seconds
-        self._pollers: dict[str, _KafkaPoller] = {}
-        self._halt = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="kafka-esm-refresh", daemon=True)
 
-    def start(self) -> None:
-        self.refresh()
-        self._thread.start()
+    def wanted(self) -> dict[str, Any]:
+        wanted: dict[str, Any] = {}
+        for m in list_mappings(self._clients, self._function):
+            if m.get("State", "Enabled") not in {"Enabled", "Enabling", "Creating", "Updating"}:
+                continue
+            mapping = _KafkaMapping.from_lambda(m, self._local)
+            if mapping is not None:
+                wanted[mapping.uuid] = mapping
+        return wanted
 
-    def stop(self) -> None:
-        self._halt.set()
-        for poller in self._pollers.values():
-            poller.stop()
-        for poller in self._pollers.values():
-            poller.join(timeout=10)
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
-
-    def _run(self) -> None:
-        while not self._halt.wait(self._refresh):
-            try:
-                self.refresh()
-            except Exception as exc:
-                self._log(f"kafka event sources: {type(exc).__name__}: {exc}")
-
-    def refresh(self) -> None:
-        wanted: dict[str, _KafkaMapping] = {}
-        lam = self._clients.client("lambda")
-        kwargs: dict[str, Any] = {"FunctionName": self._function}
-        while True:
-            out = lam.list_event_source_mappings(**kwargs)
-            for m in out.get("EventSourceMappings", []):
-                if m.get("State", "Enabled") not in {"Enabled", "Enabling", "Creating", "Updating"}:
-                    continue
-                mapping = _KafkaMapping.from_lambda(m, self._local)
-                if mapping is not None:
-                    wanted[mapping.uuid] = mapping
-            if not out.get("NextMarker"):
-                break
-            kwargs["Marker"] = out["NextMarker"]
-        for key in list(self._pollers):
-            if key not in wanted or self._pollers[key].mapping != wanted[key]:
-                self._pollers.pop(key).stop()
-        for key, mapping in wanted.items():
-            if key not in self._pollers and not self._halt.is_set():
-                poller = _KafkaPoller(mapping, self._handler, self._clients, self._log)
-                self._pollers[key] = poller
-                poller.start()
+    def make_poller(self, mapping: Any) -> Any:
+        return _KafkaPoller(mapping, self._handler, self._clients, self._log)
