@@ -86,19 +86,9 @@ class Provisioner:
 
     def _apply(self, action: Action) -> None:
         if isinstance(action, CreateQueue):
-            attributes = dict(action.attributes)
-            if action.redrive is not None:
-                attributes["RedrivePolicy"] = action.redrive.policy_json(
-                    self._arn(action.redrive.dead_letter_queue)
-                )
-            self._queues.create(action.name, attributes)
+            self._queues.create(action.name, self._attributes(action))
         elif isinstance(action, SetQueueAttributes):
-            attributes = dict(action.attributes)
-            if action.redrive is not None:
-                attributes["RedrivePolicy"] = action.redrive.policy_json(
-                    self._arn(action.redrive.dead_letter_queue)
-                )
-            self._queues.set_attributes(action.name, attributes)
+            self._queues.set_attributes(action.name, self._attributes(action))
         elif isinstance(action, DeleteQueue):
             self._queues.delete(action.name)
         elif isinstance(action, CreateMapping):
@@ -116,6 +106,14 @@ class Provisioner:
                 self._mappings.delete(action.uuid)
         else:  # pragma: no cover - the Action union is closed
             raise TypeError(f"unknown action {action!r}")
+
+    def _attributes(self, action: CreateQueue | SetQueueAttributes) -> dict[str, str]:
+        """The action's attributes, with the redrive policy pointing at the DLQ's real ARN."""
+        attributes = dict(action.attributes)
+        if action.redrive is not None:
+            dlq_arn = self._arn(action.redrive.dead_letter_queue)
+            attributes["RedrivePolicy"] = action.redrive.policy_json(dlq_arn)
+        return attributes
 
     def _arn(self, queue: str) -> str:
         info = self._queues.get(queue)
