@@ -60,10 +60,14 @@ class Result:
             df.unpersist()
 
 
-def compute(raw: DataFrame) -> Result:
+def compute(raw: DataFrame, dates: Sequence[str] | None = None) -> Result:
     """Run the transforms. The archive is parsed and deduplicated once, in the job that builds the
-    (small, cached) grain; every table and figure is cut from the grain."""
-    grain = transforms.grain(transforms.deduplicate(transforms.normalize(raw)))
+    (small, cached) grain; every table and figure is cut from the grain. With ``dates`` (ISO
+    days), only records of those dates are kept (incremental runs read a day more than that)."""
+    clean = transforms.deduplicate(transforms.normalize(raw))
+    if dates is not None:
+        clean = clean.where(F.col("malformed").isNotNull() | F.col("date").isin(list(dates)))
+    grain = transforms.grain(clean)
     grain = grain.persist(StorageLevel.MEMORY_AND_DISK)
     tables = {name: getattr(transforms, name)(grain) for name in TABLES}
     tables = {name: df.persist(StorageLevel.MEMORY_AND_DISK) for name, df in tables.items()}
