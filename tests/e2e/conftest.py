@@ -116,3 +116,5 @@ def local_broker() -> Iterator[LocalBroker]:
     broker = start_local_broker()
     yield broker
     stop_local_broker(broker)
+    # Shown by pytest only when a test of the module failed: the runtime's side of the story.
+    print("\n--- local runtime output (last 300 lines) ---\n" + "\n".join(broker.lines[-300:]))
