@@ -56,4 +56,3 @@ def policy_files(chalice_config: dict[str, Any]) -> dict[str, dict[str, Any]]:
         fn: json.loads((REPO / ".chalice" / spec["iam_policy_file"]).read_text())
         for fn, spec in functions.items()
     }
-
