@@ -7,7 +7,6 @@ stored facts and the broker's existence each time it is read; Ready is derived, 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import uuid
 from collections.abc import Callable, Mapping
