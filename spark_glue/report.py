@@ -142,8 +142,9 @@ def _lines(rows: list[dict[str, Any]], series: list[str], name: str) -> str:
     labels = {0, len(rows) - 1, len(rows) // 2}
     for k in sorted(labels):
         x, _ = xy(k, 0)
+        anchor = "start" if k == 0 else "end" if k == len(rows) - 1 else "middle"
         parts.append(
-            f'<text x="{x:.1f}" y="{height - 18}" text-anchor="middle">'
+            f'<text x="{x:.1f}" y="{height - 18}" text-anchor="{anchor}">'
             f"{escape(str(rows[k]['hour'])[:13])}h</text>"
         )
     return _svg(name, width, height, parts)

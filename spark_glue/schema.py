@@ -8,6 +8,7 @@ instead of failing the read.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -125,15 +126,22 @@ def _check(f: Field, record: dict[str, Any], prefix: str = "") -> list[str]:
             return [f"{where}: not an object"]
         present = [e for e in EVENT if e.name in value or not e.nullable]
         return [p for e in present for p in _check(e, value, where + ".")]
-    ok = {
-        "int": lambda x: isinstance(x, int) and not isinstance(x, bool),
-        "long": lambda x: isinstance(x, int) and not isinstance(x, bool),
-        "double": lambda x: isinstance(x, int | float) and not isinstance(x, bool),
-        "string": lambda x: isinstance(x, str),
-        "timestamp": _is_rfc3339,
-        "strings": lambda x: isinstance(x, list) and all(isinstance(s, str) for s in x),
-    }[f.type](value)
+    ok = _TYPE_CHECKS[f.type](value)
     return [] if ok else [f"{where}: not a {f.type}"]
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+_TYPE_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "int": _is_int,
+    "long": _is_int,
+    "double": lambda x: _is_int(x) or isinstance(x, float),
+    "string": lambda x: isinstance(x, str),
+    "timestamp": lambda x: _is_rfc3339(x),
+    "strings": lambda x: isinstance(x, list) and all(isinstance(s, str) for s in x),
+}
 
 
 def _is_rfc3339(value: Any) -> bool:

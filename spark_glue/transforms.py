@@ -293,7 +293,7 @@ def _dense(counts: DataFrame, keys: list[str]) -> DataFrame:
         *keys, F.explode(F.sequence("first", "last", F.expr("INTERVAL 1 HOUR"))).alias("hour")
     )
     filled = hours.join(counts, [*keys, "hour"], "left")
-    zeros = {
+    zeros: dict[str, bool | float | int | str] = {
         f.name: 0
         for f in counts.schema.fields
         if f.name not in (*keys, "hour") and f.dataType.typeName() in ("long", "integer")
