@@ -15,10 +15,20 @@ $(STAMP): requirements.txt requirements-dev.txt
 
 install: $(STAMP)
 
+# The metrics report test opens the HTML report in Debian's headless Chromium.
+CHROMIUM := /usr/bin/chromium
+$(CHROMIUM):
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing chromium (for the report test)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else \
+		echo "note: no $(CHROMIUM) and not root: the browser test will be skipped (apt-get install chromium)"; \
+	fi
+
 run: $(STAMP)
 	$(PY) -m brokerctl dev
 
-test: $(STAMP)
+test: $(STAMP) $(CHROMIUM)
 	$(PY) -m pytest -W error $(PYTEST_ARGS)
 
 lint: $(STAMP)
