@@ -7,6 +7,14 @@ from collections.abc import Iterator
 
 import pytest
 
+from hypothesis import settings as hypothesis_settings
+
+# Property tests run on a shared 2-core machine: no per-example deadline (timing is not what they
+# test), and in CI a derandomized search, so a red CI is reproducible and not a lottery.
+hypothesis_settings.register_profile("dev", deadline=None)
+hypothesis_settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True)
+hypothesis_settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
