@@ -6,7 +6,6 @@ import os
 from collections.abc import Iterator
 
 import pytest
-
 from hypothesis import settings as hypothesis_settings
 
 # Property tests run on a shared 2-core machine: no per-example deadline (timing is not what they
