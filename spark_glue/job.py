@@ -59,7 +59,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         summary = {**result.summary, "source": archive, "dates": [d.isoformat() for d in dates]}
         _put(out, "summary.json", pipeline.summary_json(summary), "application/json")
         _put(out, "report.html", report.render(summary), "text/html; charset=utf-8")
-        _put(out, "event_types.json", pipeline.event_types_json(spark, out), "application/json")
+        table = spark.read.parquet(f"{out}/event_types")  # every date, not only this run's
+        _put(out, "event_types.json", pipeline.event_types_json(table), "application/json")
     job.commit()
 
 

@@ -62,8 +62,9 @@ def run(
         started = time.monotonic()
         result = pipeline.compute(pipeline.read_archive(spark, [str(directory)]))
         pipeline.write(result, str(out_dir))
+        types_json = pipeline.event_types_json(result.tables["event_types"])
         result.release()
-    (out_dir / "event_types.json").write_text(pipeline.event_types_json(spark, str(out_dir)))
+    (out_dir / "event_types.json").write_text(types_json)
     summary = {**result.summary, "source": archive, "seconds": round(time.monotonic() - started, 3)}
     pipeline.write_local_summary(summary, out_dir)
     (out_dir / "report.html").write_text(report.render(summary), encoding="utf-8")

@@ -68,10 +68,17 @@ def compute(raw: DataFrame, dates: Sequence[str] | None = None) -> Result:
     if dates is not None:
         clean = clean.where(F.col("malformed").isNotNull() | F.col("date").isin(list(dates)))
     grain = transforms.grain(clean)
-    grain = grain.persist(StorageLevel.MEMORY_AND_DISK)
+    # The grain is small: as many partitions as cores keeps the many little jobs cut from it
+    # from paying for idle tasks (locally, per-job overhead is most of their cost).
+    parallelism = raw.sparkSession.sparkContext.defaultParallelism
+    grain = grain.coalesce(parallelism).persist(StorageLevel.MEMORY_AND_DISK)
     tables = {name: getattr(transforms, name)(grain) for name in TABLES}
-    tables = {name: df.persist(StorageLevel.MEMORY_AND_DISK) for name, df in tables.items()}
+    for name in _SUMMARISED:  # read again by the summary, then written
+        tables[name] = tables[name].persist(StorageLevel.MEMORY_AND_DISK)
     return Result(grain, tables, _summary(grain, tables))
+
+
+_SUMMARISED = ("broker_hourly", "broker_rejections", "trigger_hourly", "event_types")
 
 
 def write(result: Result, out: str) -> None:
@@ -83,10 +90,10 @@ def write(result: Result, out: str) -> None:
         )
 
 
-def event_types_json(spark: SparkSession, out: str) -> str:
-    """``event_types.json``: the whole ``event_types`` table (every date written so far) rolled
-    up, for the registry (Lambda reads neither Parquet nor Spark)."""
-    table = spark.read.parquet(f"{out.rstrip('/')}/event_types")
+def event_types_json(table: DataFrame) -> str:
+    """``event_types.json``: the ``event_types`` table rolled up over its dates, for the registry
+    (Lambda reads neither Parquet nor Spark). Pass the whole table: a local run has it in
+    ``Result.tables``; an incremental Glue run reads back every date written so far."""
     rolled = transforms.rollup_event_types(table).orderBy(*transforms.EVENT_TYPE_KEYS)
     rows = _rows(
         rolled.withColumn("first_seen", _iso("first_seen")).withColumn(
