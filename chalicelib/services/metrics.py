@@ -51,7 +51,11 @@ class Metrics:
         dims = tuple(sorted(dimensions.items()))
         with self._lock:
             metrics = self._pending.setdefault(dims, {})
-            metrics.setdefault(name, (unit, []))[1].append(value)
+            values = metrics.setdefault(name, (unit, []))[1]
+            if unit == "Count" and values:
+                values[0] += value  # counters are summed: one EMF value per flush, not one per call
+            else:
+                values.append(value)
 
     def flush(self) -> None:
         """Emit what was measured since the last flush: one EMF document per dimension set."""
