@@ -44,7 +44,10 @@ def _local(argv: list[str]) -> int:
     )
     args = parser.parse_args(argv)
     options = local.LocalOptions(args.master, args.driver_memory, args.shuffle_partitions)
-    summary = local.run(args.archive, args.out, args.endpoint_url, options)
+    try:
+        summary = local.run(args.archive, args.out, args.endpoint_url, options)
+    except FileNotFoundError as exc:
+        parser.exit(2, f"error: {exc}\n")
     i = summary["input"]
     print(
         f"metrics: {i['records']} records ({i['malformed']} malformed,"

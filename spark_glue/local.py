@@ -57,8 +57,8 @@ def run(
     the Parquet tables, ``summary.json`` and ``report.html``. Returns the summary."""
     out_dir = Path(out).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
-    spark = spark or session(options)
     with _local_archive(archive, endpoint_url) as directory:
+        spark = spark or session(options)
         started = time.monotonic()
         result = pipeline.compute(pipeline.read_archive(spark, [str(directory)]))
         pipeline.write(result, str(out_dir))

@@ -45,7 +45,7 @@ def normalize(raw: DataFrame) -> DataFrame:
     arrival = F.col("arrival").cast("timestamp")
     kind = F.col("kind")
     # The hour prefix of the file, "YYYY/MM/DD/HH", against the same text of ``at`` (written in UTC
-    # with 'Z'): plain string functions, far cheaper per line than a regex and a date parse.
+    # with 'Z'): string functions per line, cheaper than extracting and parsing the path's date.
     path_hour = F.substring(F.substring_index("path", "/", -5), 1, 13)
     at_hour = F.when(
         F.col("at").endswith("Z"), F.translate(F.substring("at", 1, 13), "-T", "//")
