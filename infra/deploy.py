@@ -121,8 +121,10 @@ def deploy(session: Any, stage: str, parameters: dict[str, str], public_url: str
 
 
 def upload_glue(s3: Any, outputs: dict[str, str], source: Path = REPO / "spark_glue") -> None:
-    """Uploads the job script and the package it imports to the job's script location."""
-    script = source / "job.py"
+    """Uploads the job script and the package it imports to the job's script location. The
+    script is ``spark_glue/__main__.py``: it picks the Glue runtime from the job's default
+    argument ``--runtime glue`` and runs ``spark_glue.job`` from the package zip."""
+    script = source / "__main__.py"
     if not script.is_file():
         raise FileNotFoundError(f"{script} is missing; the metrics job cannot be uploaded")
     bucket = outputs["MetricsBucketName"]

@@ -367,16 +367,18 @@ def test_upload_glue(deployed: dict[str, str], session: Any, tmp_path: Path) -> 
     source = tmp_path / "spark_glue"
     source.mkdir()
     (source / "__init__.py").write_text("")
+    (source / "__main__.py").write_text("from spark_glue import job\n")
     (source / "job.py").write_text("from spark_glue import transforms\n")
     (source / "transforms.py").write_text("X = 1\n")
     deploy.upload_glue(s3, outputs, source)
     bucket = outputs["MetricsBucketName"]
     script = s3.get_object(Bucket=bucket, Key="glue/job.py")["Body"].read()
-    assert script == b"from spark_glue import transforms\n"
+    assert script == b"from spark_glue import job\n"
     archive = s3.get_object(Bucket=bucket, Key="glue/spark_glue.zip")["Body"].read()
     with zipfile.ZipFile(BytesIO(archive)) as zf:
         assert sorted(zf.namelist()) == [
             "spark_glue/__init__.py",
+            "spark_glue/__main__.py",
             "spark_glue/job.py",
             "spark_glue/transforms.py",
         ]
