@@ -75,7 +75,7 @@ class MemoryStore:
         return self._items.pop((kind, namespace, name), None) is not None
 
 
-@dataclass
+@dataclass(eq=False)  # identity: list.remove stays a pointer comparison
 class _Message:
     message_id: str
     body: str
@@ -91,6 +91,7 @@ class MemoryQueues:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._queues: dict[str, dict[str, Any]] = {}
+        self._receipts: dict[str, _Message] = {}  # the latest receipt handle of each message
         self._clock = clock
         self._lock = threading.Condition()
         self.send_calls = 0
@@ -197,7 +198,9 @@ class MemoryQueues:
                         self._queues[dlq]["messages"].append(m)
                     continue
             m.receive_count += 1
+            self._receipts.pop(m.receipt, None)
             m.receipt = f"{m.message_id}#{m.receive_count}"
+            self._receipts[m.receipt] = m
             m.visible_at = now + timeout
             out.append(
                 ReceivedMessage(
@@ -210,16 +213,16 @@ class MemoryQueues:
         return out
 
     def _find(self, name: str, receipt_handle: str) -> _Message | None:
-        for m in self._q(name)["messages"]:
-            if m.receipt == receipt_handle:
-                return m
-        return None
+        self._q(name)
+        m = self._receipts.get(receipt_handle)
+        return m if m is not None and m.receipt == receipt_handle else None
 
     def delete_message(self, name: str, receipt_handle: str) -> None:
         with self._lock:
             m = self._find(name, receipt_handle)
-            if m is not None:
+            if m is not None and m in self._q(name)["messages"]:
                 self._q(name)["messages"].remove(m)
+                self._receipts.pop(receipt_handle, None)
 
     def change_visibility(self, name: str, receipt_handle: str, timeout: int) -> None:
         if not 0 <= timeout <= 43200:
