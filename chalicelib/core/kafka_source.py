@@ -35,7 +35,7 @@ from chalicelib.core.names import (
     namespace_problems,
     quote,
 )
-from chalicelib.core.resources import format_timestamp
+from chalicelib.core.resources import format_timestamp, resource_json
 
 API_VERSION = "sources.knative.dev/v1"
 KIND = "KafkaSource"
@@ -525,24 +525,7 @@ def spec_json(source: KafkaSource) -> dict[str, Any]:
 
 
 def to_json(source: KafkaSource, status: Mapping[str, Any]) -> dict[str, Any]:
-    metadata: dict[str, Any] = {
-        "name": source.name,
-        "namespace": source.namespace,
-        "uid": source.uid,
-        "generation": source.generation,
-        "creationTimestamp": source.creation_timestamp,
-    }
-    if source.labels:
-        metadata["labels"] = dict(source.labels)
-    if source.annotations:
-        metadata["annotations"] = dict(source.annotations)
-    return {
-        "apiVersion": API_VERSION,
-        "kind": KIND,
-        "metadata": metadata,
-        "spec": spec_json(source),
-        "status": dict(status),
-    }
+    return resource_json(API_VERSION, KIND, source, spec_json(source), status)
 
 
 def to_item(source: KafkaSource) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from chalicelib.core.durations import Duration, DurationError
@@ -651,9 +651,39 @@ def trigger_to_json(trigger: Trigger, status: Mapping[str, Any]) -> dict[str, An
     return _resource_json("Trigger", trigger, trigger_spec_json(trigger), status)
 
 
+class ResourceMeta(Protocol):
+    """What every stored resource carries in its ``metadata``."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def uid(self) -> str: ...
+    @property
+    def generation(self) -> int: ...
+    @property
+    def creation_timestamp(self) -> str: ...
+    @property
+    def labels(self) -> Mapping[str, str]: ...
+    @property
+    def annotations(self) -> Mapping[str, str]: ...
+
+
 def _resource_json(
     kind: str, res: Broker | Trigger, spec: dict[str, Any], status: Mapping[str, Any]
 ) -> dict[str, Any]:
+    return resource_json(API_VERSION, kind, res, spec, status)
+
+
+def resource_json(
+    api_version: str,
+    kind: str,
+    res: ResourceMeta,
+    spec: Mapping[str, Any],
+    status: Mapping[str, Any],
+) -> dict[str, Any]:
+    """A resource in the Kubernetes shape: apiVersion, kind, metadata, spec, status."""
     metadata: dict[str, Any] = {
         "name": res.name,
         "namespace": res.namespace,
@@ -666,10 +696,10 @@ def _resource_json(
     if res.annotations:
         metadata["annotations"] = dict(res.annotations)
     return {
-        "apiVersion": API_VERSION,
+        "apiVersion": api_version,
         "kind": kind,
         "metadata": metadata,
-        "spec": spec,
+        "spec": dict(spec),
         "status": dict(status),
     }
 
