@@ -28,6 +28,9 @@ from typing import Any
 
 from chalicelib.core.conditions import Condition, ConditionSet
 from chalicelib.core.errors import ImmutableFieldError, Problem, ValidationError
+from chalicelib.core.fields import json_object as _object
+from chalicelib.core.fields import string_map as _strings_map
+from chalicelib.core.fields import unknown_fields as _unknown
 from chalicelib.core.names import (
     MAX_QUEUE_NAME_LENGTH,
     check_prefix,
@@ -407,34 +410,6 @@ def _sink(raw: object, namespace: str, problems: list[Problem]) -> str:
     found = name_problems(broker, "spec.sink.ref.name", what="broker name")
     problems.extend(found)
     return "" if found else str(broker)
-
-
-def _object(value: object, path: str, problems: list[Problem]) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        problems.append(Problem(path, "must be a JSON object"))
-        return {}
-    return value
-
-
-def _strings_map(value: object, path: str, problems: list[Problem]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for key, item in _object(value, path, problems).items():
-        if not isinstance(item, str):
-            problems.append(Problem(f"{path}[{key}]", "value must be a string"))
-        else:
-            out[str(key)] = item
-    return out
-
-
-def _unknown(
-    raw: Mapping[str, Any], allowed: tuple[str, ...], path: str, problems: list[Problem]
-) -> None:
-    for key in raw:
-        if key not in allowed:
-            where = f"{path}.{key}" if path else str(key)
-            problems.append(Problem(where, f"unknown field; expected one of: {', '.join(allowed)}"))
 
 
 # --- admission -----------------------------------------------------------------------------------

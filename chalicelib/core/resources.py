@@ -19,6 +19,9 @@ from urllib.parse import urlsplit
 
 from chalicelib.core.durations import Duration, DurationError
 from chalicelib.core.errors import ImmutableFieldError, Problem, ValidationError
+from chalicelib.core.fields import json_object as _object
+from chalicelib.core.fields import string_map as _string_map
+from chalicelib.core.fields import unknown_fields as _unknown_fields
 from chalicelib.core.names import name_problems, namespace_problems, quote
 
 API_VERSION = "eventing.knative.dev/v1"
@@ -509,36 +512,6 @@ def _choice(
         problems.append(Problem(path, f"must be {expected}, got {quote(value)}"))
         return None
     return str(value)
-
-
-def _object(value: object, path: str, problems: list[Problem]) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        problems.append(Problem(path, "must be a JSON object"))
-        return {}
-    return value
-
-
-def _string_map(value: object, path: str, problems: list[Problem]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for key, item in _object(value, path, problems).items():
-        if not isinstance(key, str) or not key:
-            problems.append(Problem(path, f"keys must be non-empty strings, got {quote(key)}"))
-        elif not isinstance(item, str):
-            problems.append(Problem(f"{path}[{key}]", "value must be a string"))
-        else:
-            out[key] = item
-    return out
-
-
-def _unknown_fields(
-    raw: Mapping[str, Any], allowed: tuple[str, ...], path: str, problems: list[Problem]
-) -> None:
-    for key in raw:
-        if key not in allowed:
-            where = f"{path}.{key}" if path else str(key)
-            problems.append(Problem(where, f"unknown field; expected one of: {', '.join(allowed)}"))
 
 
 # --- admission -----------------------------------------------------------------------------------
