@@ -75,9 +75,9 @@ class Container:
 
     @cached_property
     def sender(self) -> HttpSender:
-        from chalicelib.adapters.http_sender import HttpxSender
+        from chalicelib.adapters.http_sender import Urllib3Sender
 
-        return HttpxSender(
+        return Urllib3Sender(
             guard=not self.settings.local_mode, allowlist=self.settings.subscriber_allowlist
         )
 

@@ -9,10 +9,11 @@ drift: change the shape only with a version bump.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
+
+from chalicelib.core.codec_json import dumps_utf8
 
 SCHEMA_VERSION: Final = 1
 
@@ -39,8 +40,8 @@ def rfc3339(at: datetime) -> str:
     """UTC, millisecond precision, ``Z``: sortable as text and parsed by Spark and DuckDB alike."""
     if at.tzinfo is None or at.utcoffset() is None:
         raise ValueError("archive timestamps must be timezone-aware")
-    utc = at.astimezone(UTC)
-    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+    utc = at if at.tzinfo is UTC else at.astimezone(UTC)
+    return utc.isoformat(timespec="milliseconds")[:-6] + "Z"  # "+00:00" -> "Z"
 
 
 def accepted_record(
@@ -129,7 +130,7 @@ def delivery_record(
 def encode_line(record: Mapping[str, Any]) -> bytes:
     """One record as one newline-terminated line: Firehose concatenates what it is given, so the
     newline is what keeps records apart in the S3 object."""
-    return json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    return dumps_utf8(record) + b"\n"
 
 
 def encode_lines(records: Iterable[Mapping[str, Any]]) -> bytes:

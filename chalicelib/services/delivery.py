@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from chalicelib.core.errors import BrokerError, UnavailableError, ValidationErro
 from chalicelib.core.event import CloudEvent
 from chalicelib.core.kafka_binding import encode_binary_record, encode_structured_record
 from chalicelib.core.message import QueuedEvent, decode_message
+from chalicelib.core.pacing import Pacer
 from chalicelib.core.resources import kafka_target
 from chalicelib.ports import (
     Archive,
@@ -55,6 +57,10 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def _queue_of(record: Mapping[str, Any]) -> str:
+    return str(record.get("eventSourceARN", "")).rsplit(":", 1)[-1]
+
+
 class Delivery:
     def __init__(
         self,
@@ -70,6 +76,7 @@ class Delivery:
         dead_letter_mode: bool = False,
         max_attempt_timeout: float = 50.0,
         pool_size: int = 10,
+        pacer: Pacer | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self._cache = cache
@@ -84,6 +91,7 @@ class Delivery:
         self._dead_letter_mode = dead_letter_mode
         self._max_timeout = max_attempt_timeout
         self._pool = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="deliver")
+        self._pacer = pacer or Pacer(pool_size, time.monotonic)
         self._clock = clock
 
     # ---- the Lambda entry ---------------------------------------------------------------------
@@ -100,7 +108,7 @@ class Delivery:
         records = list(event.get("Records", []))
         archived: list[bytes] = []  # one archive call per invocation, not one per record
         try:
-            outcomes = self._pool.map(lambda r: self._safe_handle(r, archived), records)
+            outcomes = self._deliver_all(records, archived)
             results = dict(zip((r["messageId"] for r in records), outcomes, strict=True))
         finally:
             self._flush(archived)
@@ -115,6 +123,39 @@ class Delivery:
             event=dict(event), record_handler=record_handler, processor=processor, context=context
         )
         return dict(response)
+
+    def _deliver_all(
+        self, records: list[Mapping[str, Any]], archived: list[bytes]
+    ) -> list[Exception | None]:
+        """Deliver the batch with as many in flight as the subscriber's answer time pays for
+        (``core/pacing.py``): one after the other for a subscriber that answers faster than our
+        own work on an event, up to ``pool_size`` at once for a slow one."""
+        outcomes: list[Exception | None] = [None] * len(records)
+        if not records:
+            return outcomes
+        queue = _queue_of(records[0])
+        start = 0
+        while start < len(records) and (
+            self._pacer.should_probe(queue) or self._pacer.concurrency(queue) == 1
+        ):
+            began, cpu = time.perf_counter(), time.thread_time()
+            outcomes[start] = self._safe_handle(records[start], archived)
+            self._pacer.observe(queue, time.perf_counter() - began, time.thread_time() - cpu)
+            start += 1
+        if start == len(records):
+            return outcomes
+        pending = iter(range(start, len(records)))  # shared: each worker takes the next record
+
+        def work() -> None:
+            for i in pending:
+                outcomes[i] = self._safe_handle(records[i], archived)
+
+        lanes = min(self._pacer.concurrency(queue), len(records) - start)
+        helpers = [self._pool.submit(work) for _ in range(lanes - 1)]
+        work()  # the calling thread is one of the lanes
+        for helper in helpers:
+            helper.result()
+        return outcomes
 
     def _flush(self, archived: list[bytes]) -> None:
         self._metrics.flush()
@@ -142,7 +183,7 @@ class Delivery:
     # ---- one record ----------------------------------------------------------------------------
 
     def handle_record(self, record: Mapping[str, Any]) -> None:
-        queue = str(record.get("eventSourceARN", "")).rsplit(":", 1)[-1]
+        queue = _queue_of(record)
         attempt = int(record.get("attributes", {}).get("ApproximateReceiveCount", "1"))
         try:
             queued = decode_message(record["body"])

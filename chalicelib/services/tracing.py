@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+import random
 import re
-import secrets
 from collections.abc import Mapping
+
+# Trace and span ids must be unique, not secret (W3C trace context §3.2.2.3, §3.2.2.4): a fast
+# pseudo-random source is enough, and a per-hop syscall for os.urandom is not.
+_random = random.Random()
+
+
+def _hex_id(bits: int) -> str:
+    while True:
+        value = _random.getrandbits(bits)
+        if value:  # all-zero ids are invalid
+            return f"{value:0{bits // 4}x}"
+
 
 _TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 
@@ -16,11 +28,11 @@ def next_hop(headers: Mapping[str, str]) -> dict[str, str]:
     match = _TRACEPARENT.match(incoming)
     if match and match.group(2) != "0" * 32:
         trace_id, flags = match.group(2), match.group(4)
-        out = {"traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-{flags}"}
+        out = {"traceparent": f"00-{trace_id}-{_hex_id(64)}-{flags}"}
         if headers.get("tracestate"):
             out["tracestate"] = headers["tracestate"]
         return out
-    return {"traceparent": f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"}
+    return {"traceparent": f"00-{_hex_id(128)}-{_hex_id(64)}-01"}
 
 
 def trace_id(traceparent: str) -> str | None:

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import base64
 import json
+import math
+import threading
+import time
 
 import pytest
 
+from chalicelib.core.pacing import Pacer
 from chalicelib.ports import HttpResponse
+from chalicelib.services.delivery import Delivery
 from tests.functional.harness import Harness
 
 OK = HttpResponse(202, {}, b"")
@@ -216,3 +221,100 @@ def test_deleted_trigger_drops_its_pending_events() -> None:
     h.container.control_plane.delete_trigger("ns", "tr")
     assert h.queues.get(queue) is None
     assert received  # they were in flight; delivery drops them on purpose (Knative allows it)
+
+
+# ---- deliveries in flight (core/pacing.py) ---------------------------------------------------
+
+
+class InFlight:
+    """A subscriber that records how many posts overlap. ``gate``: each post waits until that many
+    are in flight together (a barrier, so the test fails rather than passes if they never are);
+    ``delay``: seconds each post takes, waiting (not on the CPU)."""
+
+    def __init__(
+        self, failing: frozenset[str] = frozenset(), gate: int = 0, delay: float = 0.0
+    ) -> None:
+        self._lock = threading.Lock()
+        self._now = 0
+        self.most = 0
+        self.ids: list[str] = []
+        self._failing = failing
+        self._gate = threading.Barrier(gate, timeout=10) if gate else None
+        self._delay = delay
+
+    def post(self, url: str, headers: dict[str, str], body: bytes, timeout: float) -> HttpResponse:
+        with self._lock:
+            self._now += 1
+            self.most = max(self.most, self._now)
+            self.ids.append(headers["ce-id"])
+        try:
+            if self._gate is not None:
+                self._gate.wait()
+            if self._delay:
+                time.sleep(self._delay)
+            return HttpResponse(500 if headers["ce-id"] in self._failing else 202, {}, b"")
+        finally:
+            with self._lock:
+                self._now -= 1
+
+
+def paced(h: Harness, sender: InFlight, pacer: Pacer) -> None:
+    c = h.container
+    c.sender = sender  # type: ignore[misc]
+    c.delivery = Delivery(  # type: ignore[misc]
+        c.cache, c.queues, c.archive, c.metrics, c.sender, c.ingress, c.claims, pacer=pacer
+    )
+
+
+def primed(h: Harness, concurrency: int) -> Pacer:
+    """A pacer that has already seen the trigger's queue: ``concurrency`` in flight, no probes."""
+    pacer = Pacer(10, time.monotonic, probe_interval=math.inf)
+    pacer.observe(h.queue_of("tr"), elapsed=float(concurrency), cpu=1.0)
+    assert pacer.concurrency(h.queue_of("tr")) == concurrency
+    return pacer
+
+
+def test_a_batch_runs_in_as_many_lanes_as_the_pacer_says() -> None:
+    h = setup(OK)
+    sender = InFlight(gate=3)
+    paced(h, sender, primed(h, 3))
+    for i in range(9):
+        h.send(id_=str(i))
+    answer = h.deliver_once("tr")
+    assert answer["received"] == 9 and answer["batchItemFailures"] == []
+    assert sender.most == 3 and sorted(sender.ids) == [str(i) for i in range(9)]
+    assert h.queues.depth(h.queue_of("tr")) == 0
+
+
+def test_failures_in_lanes_are_reported_for_their_own_records() -> None:
+    h = setup(OK)
+    sender = InFlight(failing=frozenset({"2", "5"}))
+    paced(h, sender, primed(h, 4))
+    for i in range(10):
+        h.send(id_=str(i))
+    answer = h.deliver_once("tr")
+    assert len(answer["batchItemFailures"]) == 2
+    outcomes = {r["event_id"]: r["outcome"] for r in h.archive.decoded() if r["kind"] == "delivery"}
+    assert outcomes == {str(i): "retry" if i in (2, 5) else "delivered" for i in range(10)}
+    assert h.queues.depth(h.queue_of("tr")) == 2  # only the failed two stay, invisible for now
+
+
+def test_a_fast_subscriber_gets_one_delivery_at_a_time() -> None:
+    h = setup(OK)
+    sender = InFlight()
+    paced(h, sender, primed(h, 1))
+    for i in range(10):
+        h.send(id_=str(i))
+    assert h.deliver_once("tr")["batchItemFailures"] == []
+    assert sender.most == 1 and sender.ids == [str(i) for i in range(10)]  # in queue order
+
+
+def test_a_slow_subscriber_is_found_by_the_first_probe_and_served_concurrently() -> None:
+    h = setup(OK)
+    sender = InFlight(delay=0.05)  # 50 ms of waiting against well under 1 ms of our CPU
+    paced(h, sender, Pacer(10, time.monotonic))
+    for i in range(10):
+        h.send(id_=str(i))
+    assert h.deliver_once("tr")["batchItemFailures"] == []
+    # The first delivery runs alone (the probe), then the other nine overlap.
+    assert sender.ids[0] == "0" and sender.most >= 5

@@ -1,4 +1,4 @@
-"""The httpx sender against real local HTTP servers: no redirects, per-attempt timeout, and the
+"""The urllib3 sender against real local HTTP servers: no redirects, per-attempt timeout, and the
 connect-time address guard used outside local mode."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from contextlib import closing
 import pytest
 
 from brokerctl.event_display import EventDisplay, Received, Reply
-from chalicelib.adapters.http_sender import HttpxSender, is_blocked
+from chalicelib.adapters.http_sender import Urllib3Sender, is_blocked
 
 
 @pytest.mark.parametrize(
@@ -39,11 +39,11 @@ def test_allowlist_opens_a_range() -> None:
 
 def test_guard_refuses_loopback_at_connect_time() -> None:
     with EventDisplay() as sub:
-        with closing(HttpxSender(guard=True)) as guarded:
+        with closing(Urllib3Sender(guard=True)) as guarded:
             response = guarded.post(sub.url, {}, b"x", timeout=5)
         assert response.status is None and "blocked" in (response.error or "")
         assert sub.count == 0
-        with closing(HttpxSender(guard=True, allowlist=("127.0.0.0/8",))) as allowed:
+        with closing(Urllib3Sender(guard=True, allowlist=("127.0.0.0/8",))) as allowed:
             assert allowed.post(sub.url, {}, b"x", timeout=5).status == 202
         assert sub.count == 1
 
@@ -53,7 +53,7 @@ def test_redirects_are_not_followed() -> None:
         EventDisplay() as target,
         EventDisplay(responder=lambda got, n: Reply(302, {"Location": target.url})) as redirecting,
     ):
-        with closing(HttpxSender(guard=False)) as sender:
+        with closing(Urllib3Sender(guard=False)) as sender:
             response = sender.post(redirecting.url, {}, b"x", timeout=5)
         assert response.status == 302
         assert target.count == 0
@@ -68,7 +68,7 @@ def test_timeout_bounds_each_attempt() -> None:
 
     with EventDisplay(responder=slow) as sub:
         try:
-            with closing(HttpxSender(guard=False)) as sender:
+            with closing(Urllib3Sender(guard=False)) as sender:
                 response = sender.post(sub.url, {}, b"x", timeout=0.3)
         finally:
             release.set()
@@ -79,7 +79,37 @@ def test_timeout_bounds_each_attempt() -> None:
 
 def test_keep_alive_reuses_the_connection() -> None:
     with EventDisplay() as sub:
-        with closing(HttpxSender(guard=False)) as sender:
+        with closing(Urllib3Sender(guard=False)) as sender:
             for _ in range(3):
                 assert sender.post(sub.url, {}, b"x", timeout=5).status == 202
         assert sub.connections == 1
+
+
+def test_guard_resolves_names_and_covers_https() -> None:
+    with EventDisplay() as sub:
+        port = sub.url.rsplit(":", 1)[1].split("/")[0]
+        with closing(Urllib3Sender(guard=True)) as guarded:
+            by_name = guarded.post(f"http://localhost:{port}/", {}, b"x", timeout=5)
+            # Refused before any TLS: the socket is never opened to a blocked address.
+            tls = guarded.post(f"https://127.0.0.1:{port}/", {}, b"x", timeout=5)
+        assert by_name.status is None and "blocked" in (by_name.error or "")
+        assert tls.status is None and "blocked" in (tls.error or "")
+        assert sub.count == 0 and sub.connections == 0
+
+
+def test_answer_headers_are_lower_case_and_body_is_read() -> None:
+    reply = Reply(200, {"Ce-Id": "r1", "Retry-After": "3", "Content-Type": "text/plain"}, b"hi")
+    with EventDisplay(responder=lambda got, n: reply) as sub:
+        with closing(Urllib3Sender(guard=False)) as sender:
+            response = sender.post(sub.url, {"ce-id": "1"}, b"x" * 70_000, timeout=5)
+        assert response.status == 200 and response.body == b"hi"
+        assert response.headers["ce-id"] == "r1" and response.headers["retry-after"] == "3"
+        assert sub.received[0].body == b"x" * 70_000
+
+
+def test_transport_errors_are_answers_without_status() -> None:
+    with EventDisplay() as sub:
+        url = sub.url
+    with closing(Urllib3Sender(guard=False)) as sender:
+        response = sender.post(url, {}, b"x", timeout=5)  # nothing listens there any more
+    assert response.status is None and response.error and response.body.startswith(b"dispatch")
