@@ -98,7 +98,7 @@ class Urllib3Sender:
         # num_pools: subscriber hosts kept warm at once (one function serves every trigger).
         self._pool = urllib3.PoolManager(num_pools=100, maxsize=pool_size, retries=False)
         if guard:
-            self._pool.pool_classes_by_scheme = _guarded_pools(allowlist)  # type: ignore[assignment]
+            self._pool.pool_classes_by_scheme = _guarded_pools(allowlist)
         self._timeouts: dict[float, urllib3.Timeout] = {}
 
     def post(
