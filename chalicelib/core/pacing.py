@@ -20,6 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 ALPHA = 0.3  # weight of a new observation in the moving average of wait / cpu
+# Threads are not free: on a 2-core machine a second thread in flight costs about 0.4 x the CPU of
+# a delivery in lock hand-offs and cache misses (benchmarks/delivery.py), so overlapping pays only
+# once the wait is about as long as the work.
+SERIAL_BELOW = 1.0
 
 
 @dataclass
@@ -50,6 +54,8 @@ class Pacer:
         ratio = self._state(queue).ratio
         if ratio is None:
             return self._limit
+        if ratio < SERIAL_BELOW:
+            return 1
         return max(1, min(self._limit, 1 + math.floor(ratio + 0.5)))
 
     def should_probe(self, queue: str) -> bool:

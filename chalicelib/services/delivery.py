@@ -7,11 +7,10 @@ goes to the trigger's DLQ with the ``knativeerror*`` extensions."""
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -61,6 +60,39 @@ def _queue_of(record: Mapping[str, Any]) -> str:
     return str(record.get("eventSourceARN", "")).rsplit(":", 1)[-1]
 
 
+def _failure(record: Mapping[str, Any], exc: Exception) -> Exception:
+    """What a record's failure reports; an unexpected one is logged with its traceback (SQS
+    redelivers the message once its visibility runs out)."""
+    if not isinstance(exc, RetryLaterError):
+        log.error("delivery of %s failed unexpectedly", record.get("messageId"), exc_info=exc)
+    return exc
+
+
+@dataclass(eq=False)
+class _Job:
+    """One record on its way through the passes of a batch."""
+
+    index: int
+    record: Mapping[str, Any]
+    queue: str
+    attempt: int
+    queued: QueuedEvent
+    route: Route
+    target: str
+    event: CloudEvent | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    response: HttpResponse | None = None
+    error: Exception | None = None
+    outcome: delivery_policy.Outcome | None = None
+    reply: CloudEvent | None = None
+
+    @property
+    def plain_success(self) -> bool:
+        """Delivered with no reply to ingest: settling it makes no AWS call."""
+        return self.error is None and self.outcome is delivery_policy.Outcome.SUCCESS
+
+
 class Delivery:
     def __init__(
         self,
@@ -87,7 +119,6 @@ class Delivery:
         self._ingress = ingress
         self._claims = claims
         self._kafka = kafka
-        self._local = threading.local()
         self._dead_letter_mode = dead_letter_mode
         self._max_timeout = max_attempt_timeout
         self._pool = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="deliver")
@@ -97,8 +128,8 @@ class Delivery:
     # ---- the Lambda entry ---------------------------------------------------------------------
 
     def handle_sqs_event(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
-        """Deliver a batch concurrently (bounded pool); powertools shapes the partial-failure
-        answer from the records whose handler raised."""
+        """Deliver a batch; powertools shapes the partial-failure answer from the records whose
+        handler raised."""
         from aws_lambda_powertools.utilities.batch import (
             BatchProcessor,
             EventType,
@@ -127,35 +158,68 @@ class Delivery:
     def _deliver_all(
         self, records: list[Mapping[str, Any]], archived: list[bytes]
     ) -> list[Exception | None]:
-        """Deliver the batch with as many in flight as the subscriber's answer time pays for
-        (``core/pacing.py``): one after the other for a subscriber that answers faster than our
-        own work on an event, up to ``pool_size`` at once for a slow one."""
+        """A batch in three passes, each over every record: read the messages and build the
+        requests; send them (one at a time or several at once, as the pacer says); act on the
+        answers. Each pass keeps its own code hot, and only sending (and acting on an answer
+        that needs AWS calls) ever runs on more than one thread."""
         outcomes: list[Exception | None] = [None] * len(records)
-        if not records:
+        jobs: list[_Job] = []
+        for i, record in enumerate(records):
+            try:
+                job = self._prepare(i, record)
+            except Exception as exc:
+                outcomes[i] = _failure(record, exc)
+            else:
+                if job is not None:
+                    jobs.append(job)
+        if not jobs:
             return outcomes
-        queue = _queue_of(records[0])
+        self._send_all(jobs)
+        for job in jobs:
+            if job.error is None:
+                try:
+                    self._judge(job)
+                except Exception as exc:
+                    job.error = exc
+        plain = [job for job in jobs if job.plain_success]
+        other = [job for job in jobs if not job.plain_success]
+        for job in plain:
+            outcomes[job.index] = self._safe_settle(job, archived)
+        if len(other) > 1:  # retries, dead letters and replies make AWS calls: overlap them
+            for job, outcome in zip(
+                other, self._pool.map(lambda j: self._safe_settle(j, archived), other), strict=True
+            ):
+                outcomes[job.index] = outcome
+        elif other:
+            outcomes[other[0].index] = self._safe_settle(other[0], archived)
+        return outcomes
+
+    def _send_all(self, jobs: list[_Job]) -> None:
+        """Send every job's request, with as many in flight as the subscriber's answer time pays
+        for (``core/pacing.py``): one after the other for a subscriber that answers faster than
+        our own work on a request, up to ``pool_size`` at once for a slow one."""
+        queue = jobs[0].queue
         start = 0
-        while start < len(records) and (
+        while start < len(jobs) and (
             self._pacer.should_probe(queue) or self._pacer.concurrency(queue) == 1
         ):
             began, cpu = time.perf_counter(), time.thread_time()
-            outcomes[start] = self._safe_handle(records[start], archived)
+            self._transmit(jobs[start])
             self._pacer.observe(queue, time.perf_counter() - began, time.thread_time() - cpu)
             start += 1
-        if start == len(records):
-            return outcomes
-        pending = iter(range(start, len(records)))  # shared: each worker takes the next record
+        if start == len(jobs):
+            return
+        pending = iter(jobs[start:])  # shared: each lane takes the next job
 
-        def work() -> None:
-            for i in pending:
-                outcomes[i] = self._safe_handle(records[i], archived)
+        def lane() -> None:
+            for job in pending:
+                self._transmit(job)
 
-        lanes = min(self._pacer.concurrency(queue), len(records) - start)
-        helpers = [self._pool.submit(work) for _ in range(lanes - 1)]
-        work()  # the calling thread is one of the lanes
+        lanes = min(self._pacer.concurrency(queue), len(jobs) - start)
+        helpers = [self._pool.submit(lane) for _ in range(lanes - 1)]
+        lane()  # the calling thread is one of the lanes
         for helper in helpers:
             helper.result()
-        return outcomes
 
     def _flush(self, archived: list[bytes]) -> None:
         self._metrics.flush()
@@ -169,27 +233,26 @@ class Delivery:
                 "archive unavailable, %d delivery records not archived: %s", len(archived), exc
             )
 
-    def _safe_handle(self, record: Mapping[str, Any], archived: list[bytes]) -> Exception | None:
-        self._local.archived = archived  # this pool thread works on one record at a time
+    def _safe_settle(self, job: _Job, archived: list[bytes]) -> Exception | None:
         try:
-            self.handle_record(record)
+            if job.error is not None:
+                raise job.error
+            self._settle(job, archived)
             return None
-        except RetryLaterError as exc:
-            return exc
-        except Exception as exc:  # a bug or an outage: let SQS redeliver after the visibility
-            log.exception("delivery of %s failed unexpectedly", record.get("messageId"))
-            return exc
+        except Exception as exc:
+            return _failure(job.record, exc)
 
-    # ---- one record ----------------------------------------------------------------------------
+    # ---- the passes over one record ------------------------------------------------------------
 
-    def handle_record(self, record: Mapping[str, Any]) -> None:
+    def _prepare(self, index: int, record: Mapping[str, Any]) -> _Job | None:
+        """Read the message and build the request; None when there is nothing to send."""
         queue = _queue_of(record)
         attempt = int(record.get("attributes", {}).get("ApproximateReceiveCount", "1"))
         try:
             queued = decode_message(record["body"])
         except ValidationError as exc:
             self._poison(queue, record, str(exc))
-            return
+            return None
         config = self._cache.get(queued.namespace, queued.broker)
         route = config.route(queued.trigger) if config else None
         if route is None:
@@ -201,24 +264,85 @@ class Delivery:
                 queued.broker,
                 queued.trigger,
             )
-            return
-        event = self._claims.load(queued)
+            return None
         target = self._target(route)
         if not target:
-            return  # dead-letter mode without a sink: nothing to do (the mapping should not exist)
-        response = self._post(route, queued, event, target)
+            return None  # dead-letter mode without a sink (the mapping should not exist)
+        job = _Job(index, record, queue, attempt, queued, route, target)
+        if queued.event is not None:  # inline; a claim check is read from S3 when sending
+            self._build(job, queued.event)
+        return job
+
+    def _build(self, job: _Job, event: CloudEvent) -> None:
+        job.event = event
+        if kafka_target(job.target) is not None:
+            return
+        outgoing = event.replace_attributes(remove=(TTL_ATTRIBUTE,))
+        if job.route.delivery.format == "json":
+            headers, body = codec.encode_structured(outgoing)
+        else:
+            headers, body = codec.encode_binary(outgoing)
+        queued = job.queued
+        headers.update(
+            {k: v for k, v in queued.headers.items() if k not in {"traceparent", "tracestate"}}
+        )
+        headers.update(tracing.next_hop(queued.headers))
+        headers["Kn-Namespace"] = queued.namespace
+        if not self._dead_letter_mode:
+            headers["Prefer"] = "reply"
+        job.headers, job.body = headers, body
+
+    def _transmit(self, job: _Job) -> None:
+        """Send one job's request (on any thread); never raises: a failure is kept on the job."""
+        try:
+            if job.event is None:
+                self._build(job, self._claims.load(job.queued))
+            assert job.event is not None
+            kafka = kafka_target(job.target)
+            timeout = job.route.delivery.timeout.seconds if job.route.delivery.timeout else None
+            timeout = min(timeout or DEFAULT_ATTEMPT_TIMEOUT, self._max_timeout)
+            if kafka is not None:
+                job.response = self._publish(job.route, job.event, *kafka, timeout)
+            else:
+                job.response = self._sender.post(job.target, job.headers, job.body, timeout)
+        except Exception as exc:  # e.g. the claim-check object could not be read
+            job.error = exc
+
+    def _judge(self, job: _Job) -> None:
+        """Read the answer (DESIGN.md §2.3): the outcome, and the reply event if there is one."""
+        response = job.response
+        assert response is not None
         reply_event, reply_invalid = self._reply_of(response)
         outcome = delivery_policy.classify(
             response.status, has_reply_event=reply_event is not None, reply_invalid=reply_invalid
         )
-        if outcome.name == "REPLY" and reply_event is not None and not self._dead_letter_mode:
+        if outcome is delivery_policy.Outcome.REPLY and (
+            reply_event is None or self._dead_letter_mode
+        ):
+            outcome = delivery_policy.Outcome.SUCCESS
+        job.outcome, job.reply = outcome, reply_event
+
+    def _settle(self, job: _Job, archived: list[bytes]) -> None:
+        """Act on the answer: ingest a reply, schedule a retry, dead-letter, and record it."""
+        response, event, outcome = job.response, job.event, job.outcome
+        assert response is not None and event is not None and outcome is not None
+        if outcome is delivery_policy.Outcome.REPLY and job.reply is not None:
             try:
-                self._ingest_reply(queued, event, reply_event)
+                self._ingest_reply(job.queued, event, job.reply)
             except UnavailableError:
                 outcome = delivery_policy.Outcome.RETRY
-        elif outcome.name == "REPLY":
-            outcome = delivery_policy.Outcome.SUCCESS
-        self._finish(route, queued, event, record, queue, attempt, response, target, outcome)
+        self._finish(
+            job.route,
+            job.queued,
+            event,
+            job.record,
+            job.queue,
+            job.attempt,
+            response,
+            job.target,
+            outcome,
+            archived,
+        )
 
     def _finish(
         self,
@@ -231,11 +355,17 @@ class Delivery:
         response: HttpResponse,
         target: str,
         outcome: Any,
+        archived: list[bytes],
     ) -> None:
         name = outcome.name
         if name in {"SUCCESS", "REPLY"}:
             self._record(
-                route, event, attempt, response, "reply" if name == "REPLY" else "delivered"
+                route,
+                event,
+                attempt,
+                response,
+                "reply" if name == "REPLY" else "delivered",
+                archived,
             )
             return
         spec = route.delivery
@@ -246,7 +376,7 @@ class Delivery:
             self._queues.change_visibility(
                 queue, record["receiptHandle"], delivery_policy.visibility_timeout_for(delay)
             )
-            self._record(route, event, attempt, response, "retry")
+            self._record(route, event, attempt, response, "retry", archived)
             raise RetryLaterError(
                 f"attempt {attempt} answered {response.status}; retry in {delay}s"
             )
@@ -254,7 +384,7 @@ class Delivery:
             # The dead-letter sink itself failed for good: keep the event in the DLQ, out of sight
             # for the longest visibility SQS allows, for inspection and redrive.
             self._queues.change_visibility(queue, record["receiptHandle"], 43200)
-            self._record(route, event, attempt, response, "dead_lettered")
+            self._record(route, event, attempt, response, "dead_lettered", archived)
             raise RetryLaterError("dead-letter sink failed; event kept in the DLQ")
         extensions = delivery_policy.dead_letter_extensions(target, response.status, response.body)
         body = self._claims.message_body(
@@ -267,7 +397,7 @@ class Delivery:
         failed = self._queues.send_batch(route.dlq, [OutgoingMessage("0", body)])
         if failed:
             raise UnavailableError(f"could not move the event to {route.dlq}")
-        self._record(route, event, attempt, response, "dead_lettered")
+        self._record(route, event, attempt, response, "dead_lettered", archived)
 
     # ---- pieces --------------------------------------------------------------------------------
 
@@ -276,29 +406,9 @@ class Delivery:
             return route.delivery.dead_letter_sink_uri
         return route.subscriber_uri
 
-    def _post(
-        self, route: Route, queued: QueuedEvent, event: CloudEvent, target: str
+    def _publish(
+        self, route: Route, event: CloudEvent, servers: str, topic: str, timeout: float
     ) -> HttpResponse:
-        kafka = kafka_target(target)
-        if kafka is not None:
-            return self._publish(route, event, *kafka)
-        outgoing = event.replace_attributes(remove=(TTL_ATTRIBUTE,))
-        if route.delivery.format == "json":
-            headers, body = codec.encode_structured(outgoing)
-        else:
-            headers, body = codec.encode_binary(outgoing)
-        headers.update(
-            {k: v for k, v in queued.headers.items() if k not in {"traceparent", "tracestate"}}
-        )
-        headers.update(tracing.next_hop(queued.headers))
-        headers["Kn-Namespace"] = queued.namespace
-        if not self._dead_letter_mode:
-            headers["Prefer"] = "reply"
-        timeout = route.delivery.timeout.seconds if route.delivery.timeout else None
-        timeout = min(timeout or DEFAULT_ATTEMPT_TIMEOUT, self._max_timeout)
-        return self._sender.post(target, headers, body, timeout)
-
-    def _publish(self, route: Route, event: CloudEvent, servers: str, topic: str) -> HttpResponse:
         """A ``kafka://`` subscriber (DESIGN.md §10): one record, binary mode (structured with
         ``format: json``), key from ``partitionkey``, acks=all. Acknowledged reads as 202 (no
         reply); any failure as a transport error, so the retry and dead-letter rules apply."""
@@ -307,8 +417,6 @@ class Delivery:
             record = encode_structured_record(outgoing)
         else:
             record = encode_binary_record(outgoing)
-        timeout = route.delivery.timeout.seconds if route.delivery.timeout else None
-        timeout = min(timeout or DEFAULT_ATTEMPT_TIMEOUT, self._max_timeout)
         if self._kafka is None:
             result = PublishResult(False, "no Kafka publisher is configured")
         else:
@@ -354,7 +462,13 @@ class Delivery:
             self._queues.send_batch(dlq, [OutgoingMessage("0", record["body"])])
 
     def _record(
-        self, route: Route, event: CloudEvent, attempt: int, response: HttpResponse, outcome: str
+        self,
+        route: Route,
+        event: CloudEvent,
+        attempt: int,
+        response: HttpResponse,
+        outcome: str,
+        archived: list[bytes],
     ) -> None:
         dims = {
             "namespace": route.namespace,
@@ -389,8 +503,4 @@ class Delivery:
             response.elapsed_ms,
             self._clock(),
         )
-        sink: list[bytes] | None = getattr(self._local, "archived", None)
-        if sink is not None:
-            sink.append(archive.encode_line(record))  # list.append is atomic under the GIL
-        else:  # called outside handle_sqs_event (tests)
-            self._flush([archive.encode_line(record)])
+        archived.append(archive.encode_line(record))  # list.append is atomic under the GIL

@@ -318,3 +318,20 @@ def test_a_slow_subscriber_is_found_by_the_first_probe_and_served_concurrently()
     assert h.deliver_once("tr")["batchItemFailures"] == []
     # The first delivery runs alone (the probe), then the other nine overlap.
     assert sender.ids[0] == "0" and sender.most >= 5
+
+
+def test_claim_checks_are_read_when_sending_and_a_lost_one_fails_only_its_record() -> None:
+    h = setup(OK)
+    big = bytes(range(256)) * 1200  # 300 KiB: claim-checked in S3
+    assert h.send(id_="big-1", data=big).status == 202
+    assert h.send(id_="small", data=b"s").status == 202
+    assert h.send(id_="big-2", data=big).status == 202
+    lost = sorted(h.blobs.objects)[0]
+    lost_id = json.loads(h.blobs.objects[lost])["id"]
+    del h.blobs.objects[lost]
+    answer = h.deliver_once("tr")
+    assert len(answer["batchItemFailures"]) == 1
+    delivered = {s.headers["ce-id"]: s.body for s in h.sender.sent}
+    kept = "big-2" if lost_id == "big-1" else "big-1"
+    assert delivered == {"small": b"s", kept: big}
+    assert h.queues.depth(h.queue_of("tr")) == 1  # the lost one stays for SQS to redeliver

@@ -31,7 +31,8 @@ def test_unknown_queue_probes_then_runs_at_the_limit() -> None:
     ("elapsed_ms", "cpu_ms", "expected"),
     [
         (0.30, 0.25, 1),  # a subscriber on the same host: wait 0.2 x cpu -> one at a time
-        (0.40, 0.25, 2),  # wait 0.6 x cpu: two in flight hide it
+        (0.40, 0.25, 1),  # wait 0.6 x cpu: a second thread would cost more than it hides
+        (0.55, 0.25, 2),  # wait 1.2 x cpu: two in flight
         (1.00, 0.25, 4),  # wait 3 x cpu
         (5.25, 0.25, 10),  # wait 20 x cpu: the limit
         (0.25, 0.25, 1),  # no wait at all
