@@ -79,6 +79,7 @@ class _Job:
     queued: QueuedEvent
     route: Route
     target: str
+    kafka: tuple[str, str] | None  # (bootstrap servers, topic) of a kafka:// target
     event: CloudEvent | None = None
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
@@ -181,10 +182,12 @@ class Delivery:
                     self._judge(job)
                 except Exception as exc:
                     job.error = exc
-        plain = [job for job in jobs if job.plain_success]
-        other = [job for job in jobs if not job.plain_success]
-        for job in plain:
-            outcomes[job.index] = self._safe_settle(job, archived)
+        other = []
+        for job in jobs:
+            if job.plain_success:
+                outcomes[job.index] = self._safe_settle(job, archived)
+            else:
+                other.append(job)
         if len(other) > 1:  # retries, dead letters and replies make AWS calls: overlap them
             for job, outcome in zip(
                 other, self._pool.map(lambda j: self._safe_settle(j, archived), other), strict=True
@@ -268,14 +271,14 @@ class Delivery:
         target = self._target(route)
         if not target:
             return None  # dead-letter mode without a sink (the mapping should not exist)
-        job = _Job(index, record, queue, attempt, queued, route, target)
+        job = _Job(index, record, queue, attempt, queued, route, target, kafka_target(target))
         if queued.event is not None:  # inline; a claim check is read from S3 when sending
             self._build(job, queued.event)
         return job
 
     def _build(self, job: _Job, event: CloudEvent) -> None:
         job.event = event
-        if kafka_target(job.target) is not None:
+        if job.kafka is not None:
             return
         outgoing = event.replace_attributes(remove=(TTL_ATTRIBUTE,))
         if job.route.delivery.format == "json":
@@ -298,11 +301,10 @@ class Delivery:
             if job.event is None:
                 self._build(job, self._claims.load(job.queued))
             assert job.event is not None
-            kafka = kafka_target(job.target)
             timeout = job.route.delivery.timeout.seconds if job.route.delivery.timeout else None
             timeout = min(timeout or DEFAULT_ATTEMPT_TIMEOUT, self._max_timeout)
-            if kafka is not None:
-                job.response = self._publish(job.route, job.event, *kafka, timeout)
+            if job.kafka is not None:
+                job.response = self._publish(job.route, job.event, *job.kafka, timeout)
             else:
                 job.response = self._sender.post(job.target, job.headers, job.body, timeout)
         except Exception as exc:  # e.g. the claim-check object could not be read
