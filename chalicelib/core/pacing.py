@@ -8,9 +8,12 @@ in 5 ms while the worker spends 0.25 ms of CPU per event wants all ten deliverie
 once; a subscriber on the same host answering in 40 µs wants them one after the other.
 
 Waits are only measured cleanly when one delivery runs alone (otherwise the time spent waiting for
-the other threads counts as waiting), so the pacer learns from serial deliveries: every delivery
-while the concurrency is 1, and one *probe* delivery, run alone at the start of a batch, at most
-once per ``probe_interval`` seconds while it is higher.
+the other threads counts as waiting), so the pacer learns from serial deliveries: every serial
+stretch of a batch while the concurrency is 1 (measured as a whole: the thread's CPU clock is a
+system call, not worth making per delivery), and one *probe* delivery, run alone at the start of a
+batch, at most once per ``probe_interval`` seconds while it is higher. A serial stretch ends early
+when one delivery takes ``SLOW`` times the usual, so a subscriber that slows down is not waited
+on ten times over.
 """
 
 from __future__ import annotations
@@ -24,12 +27,18 @@ ALPHA = 0.3  # weight of a new observation in the moving average of wait / cpu
 # a delivery in lock hand-offs and cache misses (benchmarks/delivery.py), so overlapping pays only
 # once the wait is about as long as the work.
 SERIAL_BELOW = 1.0
+SLOW = 4.0  # a serial delivery this many times slower than usual ends the serial stretch
 
 
 @dataclass
 class _Queue:
     ratio: float | None = None  # moving average of wait / cpu, from serial deliveries
+    elapsed: float | None = None  # moving average of the seconds one serial delivery takes
     probed_at: float = -math.inf
+
+
+def _average(old: float | None, new: float) -> float:
+    return new if old is None else ALPHA * new + (1 - ALPHA) * old
 
 
 class Pacer:
@@ -68,12 +77,21 @@ class Pacer:
             self._clock() - state.probed_at >= self._probe_interval
         )
 
-    def observe(self, queue: str, elapsed: float, cpu: float) -> None:
-        """One delivery that ran alone: ``elapsed`` wall seconds, of which ``cpu`` on the CPU."""
+    def observe(self, queue: str, elapsed: float, cpu: float, count: int = 1) -> None:
+        """``count`` deliveries that ran one after the other, alone: ``elapsed`` wall seconds in
+        all, of which ``cpu`` on the CPU."""
+        if count < 1:
+            return
         state = self._state(queue)
         state.probed_at = self._clock()
         ratio = max(0.0, elapsed - cpu) / max(cpu, 1e-6)
-        state.ratio = ratio if state.ratio is None else ALPHA * ratio + (1 - ALPHA) * state.ratio
+        state.ratio = _average(state.ratio, ratio)
+        state.elapsed = _average(state.elapsed, elapsed / count)
+
+    def too_slow(self, queue: str, elapsed: float) -> bool:
+        """Did this serial delivery take far longer than they usually do?"""
+        usual = self._state(queue).elapsed
+        return usual is not None and elapsed > SLOW * usual
 
     def _state(self, queue: str) -> _Queue:
         state = self._queues.get(queue)

@@ -203,13 +203,10 @@ class Delivery:
         our own work on a request, up to ``pool_size`` at once for a slow one."""
         queue = jobs[0].queue
         start = 0
-        while start < len(jobs) and (
-            self._pacer.should_probe(queue) or self._pacer.concurrency(queue) == 1
-        ):
-            began, cpu = time.perf_counter(), time.thread_time()
-            self._transmit(jobs[start])
-            self._pacer.observe(queue, time.perf_counter() - began, time.thread_time() - cpu)
-            start += 1
+        if self._pacer.should_probe(queue):
+            start = self._serial(queue, jobs, 0, 1)
+        if start < len(jobs) and self._pacer.concurrency(queue) == 1:
+            start = self._serial(queue, jobs, start, len(jobs))
         if start == len(jobs):
             return
         pending = iter(jobs[start:])  # shared: each lane takes the next job
@@ -223,6 +220,20 @@ class Delivery:
         lane()  # the calling thread is one of the lanes
         for helper in helpers:
             helper.result()
+
+    def _serial(self, queue: str, jobs: list[_Job], start: int, stop: int) -> int:
+        """Send ``jobs[start:stop]`` one after the other and show the pacer how long they took;
+        stops early after one that took far longer than usual. Returns where it stopped."""
+        began, cpu = time.perf_counter(), time.thread_time()
+        i = start
+        while i < stop:
+            sent = time.perf_counter()
+            self._transmit(jobs[i])
+            i += 1
+            if self._pacer.too_slow(queue, time.perf_counter() - sent):
+                break
+        self._pacer.observe(queue, time.perf_counter() - began, time.thread_time() - cpu, i - start)
+        return i
 
     def _flush(self, archived: list[bytes]) -> None:
         self._metrics.flush()

@@ -335,3 +335,31 @@ def test_claim_checks_are_read_when_sending_and_a_lost_one_fails_only_its_record
     kept = "big-2" if lost_id == "big-1" else "big-1"
     assert delivered == {"small": b"s", kept: big}
     assert h.queues.depth(h.queue_of("tr")) == 1  # the lost one stays for SQS to redeliver
+
+
+class SlowsDown(InFlight):
+    """Instant for the first ``fast`` posts, then ``delay`` seconds each."""
+
+    def __init__(self, fast: int, delay: float) -> None:
+        super().__init__()
+        self._fast, self._slow_delay, self._count = fast, delay, 0
+
+    def post(self, url: str, headers: dict[str, str], body: bytes, timeout: float) -> HttpResponse:
+        with self._lock:
+            self._count += 1
+            self._delay = 0.0 if self._count <= self._fast else self._slow_delay
+        return super().post(url, headers, body, timeout)
+
+
+def test_a_subscriber_that_slows_down_ends_the_serial_stretch_mid_batch() -> None:
+    h = setup(OK)
+    sender = SlowsDown(fast=2, delay=0.05)
+    pacer = Pacer(10, time.monotonic, probe_interval=math.inf)
+    pacer.observe(h.queue_of("tr"), elapsed=10 * 0.0003, cpu=10 * 0.00025, count=10)
+    paced(h, sender, pacer)
+    for i in range(10):
+        h.send(id_=str(i))
+    assert h.deliver_once("tr")["batchItemFailures"] == []
+    # 0 and 1 answer at once, 2 takes 50 ms: serially so far; the other seven overlap.
+    assert sender.ids[:3] == ["0", "1", "2"] and sender.most >= 4
+    assert pacer.concurrency(h.queue_of("tr")) > 1
