@@ -6,7 +6,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from chalicelib.core.kafka_binding import KafkaRecord
 from chalicelib.core.kafka_source import KafkaMappingInfo, KafkaMappingSpec
@@ -142,8 +142,7 @@ class Archive(Protocol):
     def put(self, records: Sequence[bytes]) -> None: ...
 
 
-@dataclass(frozen=True)
-class HttpResponse:
+class HttpResponse(NamedTuple):  # a tuple: one is built per delivery attempt, cheaply
     status: int | None  # None: transport error or timeout
     headers: Mapping[str, str]
     body: bytes

@@ -114,7 +114,12 @@ class Urllib3Sender:
                 redirect=False,
                 retries=False,
                 timeout=self._timeout(timeout),
+                preload_content=False,
             )
+            try:
+                content = response.read()  # once: ``.data`` reads again when the body is empty
+            finally:
+                response.release_conn()
         except (HTTPError, OSError) as exc:
             return HttpResponse(
                 status=None,
@@ -126,7 +131,7 @@ class Urllib3Sender:
         return HttpResponse(
             status=response.status,
             headers={k.lower(): v for k, v in response.headers.itermerged()},
-            body=response.data,
+            body=content,
             elapsed_ms=(time.perf_counter() - started) * 1000,
         )
 

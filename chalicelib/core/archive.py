@@ -113,8 +113,12 @@ def delivery_record(
         raise ValueError(f"unknown delivery outcome {outcome!r}")
     if attempt < 1:
         raise ValueError("attempt is 1-based")
-    return {
-        **_common("delivery", namespace, broker, at),
+    return {  # _common's fields spelt out: one of these is built per delivery attempt
+        "v": SCHEMA_VERSION,
+        "kind": "delivery",
+        "at": rfc3339(at),
+        "namespace": namespace,
+        "broker": broker,
         "trigger": trigger,
         "event_id": event_id,
         "event_type": event_type,

@@ -25,6 +25,7 @@ from chalicelib.core.codec_json import (
     to_wire_json,
 )
 from chalicelib.core.codec_percent import (
+    NEEDS_ENCODING,
     canonical_string,
     decode_header_value,
     encode_header_value,
@@ -119,10 +120,15 @@ def validate(event: CloudEvent, *, legacy: bool = False) -> list[Problem]:
     return problems
 
 
-def from_json(obj: Mapping[str, Any], *, legacy: bool = False) -> CloudEvent:
-    """Decode one JSON-format object (already parsed); raises ValidationError."""
+def from_json(
+    obj: Mapping[str, Any], *, legacy: bool = False, checked: bool = True, owned: bool = False
+) -> CloudEvent:
+    """Decode one JSON-format object (already parsed); raises ValidationError. ``checked`` and
+    ``owned``: see ``codec_json.event_from_object``."""
     problems: list[Problem] = []
-    event = event_from_object(obj if type(obj) is dict else dict(obj), legacy, "", problems)
+    if type(obj) is not dict:
+        obj, owned = dict(obj), True
+    event = event_from_object(obj, legacy, "", problems, owned=owned, checked=checked)
     if event is None:
         raise ValidationError(problems)
     return event
@@ -135,8 +141,12 @@ def encode_binary(event: CloudEvent) -> tuple[dict[str, str], bytes]:
     rules = VERSIONS.get(event.specversion, V1_0)
     content_type_attr = rules.content_type_attr
     headers: dict[str, str] = {}
+    needs_encoding = NEEDS_ENCODING.search
     for name, value in event.attributes.items():
-        if name == content_type_attr:
+        if type(value) is str and name != content_type_attr:  # the common case, inlined
+            encoded = value if needs_encoding(value) is None else encode_header_value(value)
+            headers[_CE + name] = encoded
+        elif name == content_type_attr:
             headers["content-type"] = canonical_string(value)
         elif type(value) is MapValue:
             for header, text in map_headers(name, value, _CE):

@@ -18,7 +18,14 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from chalicelib.core.codec_validation import V0_3, V1_0, VERSIONS, check_attributes, resolve_version
+from chalicelib.core.codec_validation import (
+    V0_3,
+    V1_0,
+    VERSIONS,
+    check_attributes,
+    check_required,
+    resolve_version,
+)
 from chalicelib.core.errors import Problem
 from chalicelib.core.event import ABSENT, CloudEvent, MapValue
 
@@ -106,11 +113,20 @@ _MISSING: Any = object()
 
 
 def event_from_object(
-    obj: object, legacy: bool, prefix: str, problems: list[Problem], *, owned: bool = False
+    obj: object,
+    legacy: bool,
+    prefix: str,
+    problems: list[Problem],
+    *,
+    owned: bool = False,
+    checked: bool = True,
 ) -> CloudEvent | None:
     """Decode one JSON-format event; on any problem append them all and return None.
 
     ``owned``: ``obj`` was parsed here and nobody else holds it, so it can become the attributes.
+    ``checked=False``: the event was validated by this broker before it was stored, so only the
+    required attributes are checked again, not every attribute's syntax (data is still decoded
+    with every rule, as it must be to rebuild the event).
     """
     start = len(problems)
     if type(obj) is not dict:
@@ -134,7 +150,10 @@ def event_from_object(
         for name, value in attrs.items():
             if type(value) is dict:
                 attrs[name] = MapValue.of(value)  # one canonical text, whoever parsed it
-    check_attributes(attrs, rules, field, problems)
+    if checked:
+        check_attributes(attrs, rules, field, problems)
+    else:
+        check_required(attrs, field, problems)
 
     data: bytes | None = None
     json_data: Any = ABSENT

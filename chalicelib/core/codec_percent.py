@@ -16,7 +16,7 @@ from urllib.parse import quote, unquote_to_bytes
 from chalicelib.core.event import AttributeValue, MapValue
 
 _SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in '"%')
-_NEEDS_ENCODING = re.compile(r"[^\x21\x23\x24\x26-\x7e]")
+NEEDS_ENCODING = re.compile(r"[^\x21\x23\x24\x26-\x7e]")
 _QUOTED_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"', re.DOTALL)
 _QUOTED_PAIR = re.compile(r"\\(.)", re.DOTALL)
 
@@ -33,7 +33,7 @@ def canonical_string(value: AttributeValue) -> str:
 
 
 def encode_header_value(value: str) -> str:
-    if _NEEDS_ENCODING.search(value) is None:
+    if NEEDS_ENCODING.search(value) is None:
         return value
     return quote(value, safe=_SAFE, errors="surrogatepass")
 

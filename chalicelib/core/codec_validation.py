@@ -174,6 +174,18 @@ def resolve_version(value: object, legacy: bool) -> tuple[SpecVersion | None, st
     return version, None
 
 
+def check_required(attrs: Mapping[str, object], field: Field, problems: list[Problem]) -> None:
+    """Only the required attributes' presence and type: for events this broker validated
+    itself before it queued them (``message.decode_message``)."""
+    id_, source, type_ = attrs.get("id"), attrs.get("source"), attrs.get("type")
+    if type(id_) is str and id_ and type(source) is str and source and type(type_) is str and type_:
+        return
+    for name in _REQUIRED_BUT_SPECVERSION:
+        value = attrs.get(name)
+        if type(value) is not str or not value:
+            problems.append(Problem(field(name), "required attribute is missing or not a string"))
+
+
 def check_attributes(
     attrs: Mapping[str, object],
     version: SpecVersion,

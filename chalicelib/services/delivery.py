@@ -10,7 +10,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -37,6 +37,12 @@ from chalicelib.services.metrics import Metrics, status_class
 from chalicelib.services.routing import ConfigCache, Route
 
 log = logging.getLogger("broker.delivery")
+
+_SUCCESS, _REPLY, _RETRY = (
+    delivery_policy.Outcome.SUCCESS,
+    delivery_policy.Outcome.REPLY,
+    delivery_policy.Outcome.RETRY,
+)
 
 DEFAULT_ATTEMPT_TIMEOUT = 30.0
 
@@ -68,30 +74,35 @@ def _failure(record: Mapping[str, Any], exc: Exception) -> Exception:
     return exc
 
 
-@dataclass(eq=False)
 class _Job:
-    """One record on its way through the passes of a batch."""
+    """One record on its way through the passes of a batch (a plain class: one per event)."""
 
-    index: int
-    record: Mapping[str, Any]
-    queue: str
-    attempt: int
-    queued: QueuedEvent
-    route: Route
-    target: str
-    kafka: tuple[str, str] | None  # (bootstrap servers, topic) of a kafka:// target
     event: CloudEvent | None = None
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str]
     body: bytes = b""
     response: HttpResponse | None = None
     error: Exception | None = None
     outcome: delivery_policy.Outcome | None = None
     reply: CloudEvent | None = None
 
+    def __init__(
+        self,
+        index: int,
+        record: Mapping[str, Any],
+        queue: str,
+        attempt: int,
+        queued: QueuedEvent,
+        route: Route,
+        target: str,
+        kafka: tuple[str, str] | None,  # (bootstrap servers, topic) of a kafka:// target
+    ) -> None:
+        self.index, self.record, self.queue, self.attempt = index, record, queue, attempt
+        self.queued, self.route, self.target, self.kafka = queued, route, target, kafka
+
     @property
     def plain_success(self) -> bool:
         """Delivered with no reply to ingest: settling it makes no AWS call."""
-        return self.error is None and self.outcome is delivery_policy.Outcome.SUCCESS
+        return self.error is None and self.outcome is _SUCCESS
 
 
 class Delivery:
@@ -151,8 +162,11 @@ class Delivery:
                 raise error
 
         processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+        # The work is done: powertools only maps outcomes to message ids, so it gets just those
+        # (it copies and wraps every record it is given).
+        slim = {"Records": [{"messageId": r["messageId"]} for r in records]}
         response = process_partial_response(
-            event=dict(event), record_handler=record_handler, processor=processor, context=context
+            event=slim, record_handler=record_handler, processor=processor, context=context
         )
         return dict(response)
 
@@ -329,21 +343,19 @@ class Delivery:
         outcome = delivery_policy.classify(
             response.status, has_reply_event=reply_event is not None, reply_invalid=reply_invalid
         )
-        if outcome is delivery_policy.Outcome.REPLY and (
-            reply_event is None or self._dead_letter_mode
-        ):
-            outcome = delivery_policy.Outcome.SUCCESS
+        if outcome is _REPLY and (reply_event is None or self._dead_letter_mode):
+            outcome = _SUCCESS
         job.outcome, job.reply = outcome, reply_event
 
     def _settle(self, job: _Job, archived: list[bytes]) -> None:
         """Act on the answer: ingest a reply, schedule a retry, dead-letter, and record it."""
         response, event, outcome = job.response, job.event, job.outcome
         assert response is not None and event is not None and outcome is not None
-        if outcome is delivery_policy.Outcome.REPLY and job.reply is not None:
+        if outcome is _REPLY and job.reply is not None:
             try:
                 self._ingest_reply(job.queued, event, job.reply)
             except UnavailableError:
-                outcome = delivery_policy.Outcome.RETRY
+                outcome = _RETRY
         self._finish(
             job.route,
             job.queued,
@@ -367,22 +379,15 @@ class Delivery:
         attempt: int,
         response: HttpResponse,
         target: str,
-        outcome: Any,
+        outcome: delivery_policy.Outcome,
         archived: list[bytes],
     ) -> None:
-        name = outcome.name
-        if name in {"SUCCESS", "REPLY"}:
-            self._record(
-                route,
-                event,
-                attempt,
-                response,
-                "reply" if name == "REPLY" else "delivered",
-                archived,
-            )
+        if outcome is _SUCCESS or outcome is _REPLY:
+            kind = "reply" if outcome is _REPLY else "delivered"
+            self._record(route, event, attempt, response, kind, archived)
             return
         spec = route.delivery
-        if name == "RETRY" and not delivery_policy.should_dead_letter(attempt, spec):
+        if outcome is _RETRY and not delivery_policy.should_dead_letter(attempt, spec):
             delay = delivery_policy.retry_delay(
                 spec, attempt, response.status, response.headers.get("retry-after"), self._clock()
             )
@@ -483,25 +488,29 @@ class Delivery:
         outcome: str,
         archived: list[bytes],
     ) -> None:
-        dims = {
-            "namespace": route.namespace,
-            "broker": route.broker,
-            "trigger": route.name,
-            "response_code_class": status_class(response.status) if response.status else "5xx",
-        }
-        metric = "dead_letter_count" if outcome == "dead_lettered" else "delivery_count"
-        self._metrics.count(metric, dims)
-        log.info(
-            "deliver %s/%s/%s id=%s attempt=%d -> %s %s (%.1f ms)",
-            route.namespace,
-            route.broker,
-            route.name,
-            event.id,
-            attempt,
-            response.status if response.status is not None else "error",
-            outcome,
-            response.elapsed_ms,
+        status = response.status
+        dims = (  # sorted by name
+            ("broker", route.broker),
+            ("namespace", route.namespace),
+            ("response_code_class", status_class(status) if status else "5xx"),
+            ("trigger", route.name),
         )
+        metric = "dead_letter_count" if outcome == "dead_lettered" else "delivery_count"
+        self._metrics.count_sorted(metric, dims)
+        if log.isEnabledFor(logging.INFO):
+            log.info(
+                "deliver %s/%s/%s id=%s attempt=%d -> %s %s (%.1f ms)",
+                route.namespace,
+                route.broker,
+                route.name,
+                event.id,
+                attempt,
+                status if status is not None else "error",
+                outcome,
+                response.elapsed_ms,
+            )
+        now = self._clock()
+        arrival = event.get("knativearrivaltime")
         record = archive.delivery_record(
             route.namespace,
             route.broker,
@@ -509,11 +518,11 @@ class Delivery:
             event.id,
             event.type,
             event.source,
-            str(event.get("knativearrivaltime") or archive.rfc3339(self._clock())),
+            str(arrival) if arrival else archive.rfc3339(now),
             attempt,
-            response.status,
+            status,
             outcome,
             response.elapsed_ms,
-            self._clock(),
+            now,
         )
         archived.append(archive.encode_line(record))  # list.append is atomic under the GIL

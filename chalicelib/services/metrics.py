@@ -34,6 +34,7 @@ class Metrics:
         self._sink = sink if sink is not None else _print
         self._aggregate = aggregate
         self._lock = threading.Lock()
+        self._providers = threading.local()  # one reusable EMF serializer per flushing thread
         # pending: dims -> metric name -> (unit, values)
         self._pending: dict[Dims, dict[str, tuple[str, list[float]]]] = {}
         self._counters: dict[tuple[str, Dims], float] = {}
@@ -41,6 +42,20 @@ class Metrics:
 
     def count(self, name: str, dimensions: Mapping[str, str], value: float = 1.0) -> None:
         self._add(name, "Count", dimensions, value)
+
+    def count_sorted(self, name: str, dims: Dims, value: float = 1.0) -> None:
+        """``count`` for dimensions already given as (name, value) pairs sorted by name."""
+        if not self._enabled:
+            return
+        with self._lock:
+            metrics = self._pending.get(dims)
+            if metrics is None:
+                metrics = self._pending[dims] = {}
+            entry = metrics.get(name)
+            if entry is None:
+                metrics[name] = ("Count", [value])
+            else:
+                entry[1][0] += value
 
     def latency(self, name: str, dimensions: Mapping[str, str], ms: float) -> None:
         self._add(name, "Milliseconds", dimensions, ms)
@@ -63,8 +78,13 @@ class Metrics:
             return
         with self._lock:
             pending, self._pending = self._pending, {}
+        if not pending:
+            return
+        provider = getattr(self._providers, "emf", None)
+        if provider is None:
+            provider = self._providers.emf = emf_provider()
         for dims, metrics in pending.items():
-            record = emf_record(dict(dims), metrics)
+            record = emf_record(dict(dims), metrics, provider)
             self._sink(json.dumps(record, separators=(",", ":")))
             if self._aggregate:
                 self._absorb(record)
@@ -107,20 +127,31 @@ class Metrics:
 
 
 def emf_record(
-    dimensions: Mapping[str, str], metrics: Mapping[str, tuple[str, list[float]]]
+    dimensions: Mapping[str, str],
+    metrics: Mapping[str, tuple[str, list[float]]],
+    provider: Any = None,
 ) -> dict[str, Any]:
-    """One EMF document through powertools' own serializer (validates names, units, dimensions)."""
-    from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import (
-        AmazonCloudWatchEMFProvider,
-    )
-
-    provider = AmazonCloudWatchEMFProvider(namespace=NAMESPACE, service=SERVICE)
+    """One EMF document through powertools' own serializer (validates names, units, dimensions).
+    ``provider``: one from ``emf_provider()`` to reuse (building one costs more than using it);
+    it is cleared first, so it must not be shared between threads."""
+    if provider is None:
+        provider = emf_provider()
+    else:
+        provider.clear_metrics()
     for key, dim_value in dimensions.items():
         provider.add_dimension(key, dim_value)
     for name, (unit, values) in metrics.items():
         for value in values:
             provider.add_metric(name=name, unit=unit, value=value)
     return dict(provider.serialize_metric_set())
+
+
+def emf_provider() -> Any:
+    from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import (
+        AmazonCloudWatchEMFProvider,
+    )
+
+    return AmazonCloudWatchEMFProvider(namespace=NAMESPACE, service=SERVICE)
 
 
 def _labels(dims: Dims) -> str:

@@ -8,14 +8,15 @@ from collections.abc import Mapping
 
 # Trace and span ids must be unique, not secret (W3C trace context §3.2.2.3, §3.2.2.4): a fast
 # pseudo-random source is enough, and a per-hop syscall for os.urandom is not.
-_random = random.Random()
+_bits = random.Random().getrandbits
 
 
-def _hex_id(bits: int) -> str:
-    while True:
-        value = _random.getrandbits(bits)
-        if value:  # all-zero ids are invalid
-            return f"{value:0{bits // 4}x}"
+def _span_id() -> str:
+    return f"{_bits(64) or 1:016x}"  # all-zero ids are invalid
+
+
+def _trace_id() -> str:
+    return f"{_bits(128) or 1:032x}"
 
 
 _TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
@@ -28,11 +29,11 @@ def next_hop(headers: Mapping[str, str]) -> dict[str, str]:
     match = _TRACEPARENT.match(incoming)
     if match and match.group(2) != "0" * 32:
         trace_id, flags = match.group(2), match.group(4)
-        out = {"traceparent": f"00-{trace_id}-{_hex_id(64)}-{flags}"}
+        out = {"traceparent": f"00-{trace_id}-{_span_id()}-{flags}"}
         if headers.get("tracestate"):
             out["tracestate"] = headers["tracestate"]
         return out
-    return {"traceparent": f"00-{_hex_id(128)}-{_hex_id(64)}-01"}
+    return {"traceparent": f"00-{_trace_id()}-{_span_id()}-01"}
 
 
 def trace_id(traceparent: str) -> str | None:

@@ -121,3 +121,22 @@ def test_passthrough_headers() -> None:
         "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
         "tracestate": "k=v",
     }
+
+
+def _queued(event: dict[str, object]) -> str:
+    return json.dumps(
+        {"v": 1, "namespace": "ns", "broker": "b", "trigger": "t", "event": event, "headers": {}}
+    )
+
+
+def test_queued_events_are_trusted_for_attribute_syntax_not_for_required_attributes() -> None:
+    # The ingress validated the event before queueing it: syntax is not checked twice...
+    odd = {"specversion": "1.0", "id": "1", "source": "/s", "type": "t", "time": "yesterday"}
+    assert decode_message(_queued(odd)).event.get("time") == "yesterday"  # type: ignore[union-attr]
+    # ...but an event without what every delivery needs is a poison message, named as such.
+    with pytest.raises(ValidationError) as caught:
+        decode_message(_queued({"specversion": "1.0", "source": "/s", "type": "t"}))
+    assert [p.field for p in caught.value.problems] == ["event.id"]
+    with pytest.raises(ValidationError) as caught:
+        decode_message(_queued({"specversion": "9.9", "id": "1", "source": "/s", "type": "t"}))
+    assert [p.field for p in caught.value.problems] == ["event.specversion"]
