@@ -38,6 +38,8 @@ Record = dict[str, Any]
 
 def rfc3339(at: datetime) -> str:
     """UTC, millisecond precision, ``Z``: sortable as text and parsed by Spark and DuckDB alike."""
+    if at.tzinfo is UTC:  # the common case
+        return at.isoformat(timespec="milliseconds")[:-6] + "Z"
     if at.tzinfo is None or at.utcoffset() is None:
         raise ValueError("archive timestamps must be timezone-aware")
     utc = at if at.tzinfo is UTC else at.astimezone(UTC)

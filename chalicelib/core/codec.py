@@ -134,15 +134,18 @@ def from_json(
     return event
 
 
-def encode_binary(event: CloudEvent) -> tuple[dict[str, str], bytes]:
-    """Binary mode: ``Content-Type`` from the data content type, every other attribute as a
-    percent-encoded ``ce-`` header. JSON data becomes its compact serialisation, with
-    ``application/json`` made explicit when the event had no content type (json-format §3.1.2)."""
+def encode_binary(event: CloudEvent, *, omit: str = "") -> tuple[dict[str, str], bytes]:
+    """Binary mode: ``Content-Type`` from the data content type, every other attribute (but
+    ``omit``) as a percent-encoded ``ce-`` header. JSON data becomes its compact serialisation,
+    with ``application/json`` made explicit when the event had no content type (json-format
+    §3.1.2)."""
     rules = VERSIONS.get(event.specversion, V1_0)
     content_type_attr = rules.content_type_attr
     headers: dict[str, str] = {}
     needs_encoding = NEEDS_ENCODING.search
     for name, value in event.attributes.items():
+        if name == omit:
+            continue
         if type(value) is str and name != content_type_attr:  # the common case, inlined
             encoded = value if needs_encoding(value) is None else encode_header_value(value)
             headers[_CE + name] = encoded

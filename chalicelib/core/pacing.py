@@ -90,8 +90,12 @@ class Pacer:
 
     def too_slow(self, queue: str, elapsed: float) -> bool:
         """Did this serial delivery take far longer than they usually do?"""
+        return elapsed > self.slow_after(queue)
+
+    def slow_after(self, queue: str) -> float:
+        """The seconds beyond which a serial delivery counts as too slow (inf: nothing known)."""
         usual = self._state(queue).elapsed
-        return usual is not None and elapsed > SLOW * usual
+        return math.inf if usual is None else SLOW * usual
 
     def _state(self, queue: str) -> _Queue:
         state = self._queues.get(queue)

@@ -7,12 +7,13 @@ goes to the trigger's DLQ with the ``knativeerror*`` extensions."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from chalicelib.core import archive, codec, delivery_policy
 from chalicelib.core.errors import BrokerError, UnavailableError, ValidationError
@@ -74,6 +75,15 @@ def _failure(record: Mapping[str, Any], exc: Exception) -> Exception:
     return exc
 
 
+class _Destination(NamedTuple):
+    """Where one trigger's events go, looked up once per batch."""
+
+    route: Route
+    target: str
+    kafka: tuple[str, str] | None  # (bootstrap servers, topic) of a kafka:// target
+    timeout: float  # seconds per attempt
+
+
 class _Job:
     """One record on its way through the passes of a batch (a plain class: one per event)."""
 
@@ -92,12 +102,10 @@ class _Job:
         queue: str,
         attempt: int,
         queued: QueuedEvent,
-        route: Route,
-        target: str,
-        kafka: tuple[str, str] | None,  # (bootstrap servers, topic) of a kafka:// target
+        destination: _Destination,
     ) -> None:
         self.index, self.record, self.queue, self.attempt = index, record, queue, attempt
-        self.queued, self.route, self.target, self.kafka = queued, route, target, kafka
+        self.queued, self.destination = queued, destination
 
     @property
     def plain_success(self) -> bool:
@@ -135,6 +143,7 @@ class Delivery:
         self._max_timeout = max_attempt_timeout
         self._pool = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="deliver")
         self._pacer = pacer or Pacer(pool_size, time.monotonic)
+        self._processors = threading.local()
         self._clock = clock
 
     # ---- the Lambda entry ---------------------------------------------------------------------
@@ -161,7 +170,11 @@ class Delivery:
             if error is not None:
                 raise error
 
-        processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+        processor = getattr(self._processors, "sqs", None)
+        if processor is None:  # one per thread: it keeps the batch's results while it runs
+            processor = self._processors.sqs = BatchProcessor(
+                event_type=EventType.SQS, raise_on_entire_batch_failure=False
+            )
         # The work is done: powertools only maps outcomes to message ids, so it gets just those
         # (it copies and wraps every record it is given).
         slim = {"Records": [{"messageId": r["messageId"]} for r in records]}
@@ -179,9 +192,10 @@ class Delivery:
         that needs AWS calls) ever runs on more than one thread."""
         outcomes: list[Exception | None] = [None] * len(records)
         jobs: list[_Job] = []
+        destinations: dict[tuple[str, str, str], _Destination | None] = {}  # this batch's
         for i, record in enumerate(records):
             try:
-                job = self._prepare(i, record)
+                job = self._prepare(i, record, destinations)
             except Exception as exc:
                 outcomes[i] = _failure(record, exc)
             else:
@@ -198,8 +212,15 @@ class Delivery:
                     job.error = exc
         other = []
         for job in jobs:
-            if job.plain_success:
-                outcomes[job.index] = self._safe_settle(job, archived)
+            if job.plain_success:  # delivered, nothing to do but record it
+                try:
+                    assert job.event is not None and job.response is not None
+                    self._record(
+                        job.destination.route, job.event, job.attempt, job.response, "delivered",
+                        archived,
+                    )  # fmt: skip
+                except Exception as exc:
+                    outcomes[job.index] = _failure(job.record, exc)
             else:
                 other.append(job)
         if len(other) > 1:  # retries, dead letters and replies make AWS calls: overlap them
@@ -239,12 +260,13 @@ class Delivery:
         """Send ``jobs[start:stop]`` one after the other and show the pacer how long they took;
         stops early after one that took far longer than usual. Returns where it stopped."""
         began, cpu = time.perf_counter(), time.thread_time()
+        slow = self._pacer.slow_after(queue)
         i = start
         while i < stop:
             sent = time.perf_counter()
             self._transmit(jobs[i])
             i += 1
-            if self._pacer.too_slow(queue, time.perf_counter() - sent):
+            if time.perf_counter() - sent > slow:
                 break
         self._pacer.observe(queue, time.perf_counter() - began, time.thread_time() - cpu, i - start)
         return i
@@ -272,8 +294,14 @@ class Delivery:
 
     # ---- the passes over one record ------------------------------------------------------------
 
-    def _prepare(self, index: int, record: Mapping[str, Any]) -> _Job | None:
-        """Read the message and build the request; None when there is nothing to send."""
+    def _prepare(
+        self,
+        index: int,
+        record: Mapping[str, Any],
+        destinations: dict[tuple[str, str, str], _Destination | None],
+    ) -> _Job | None:
+        """Read the message and build the request; None when there is nothing to send.
+        ``destinations``: where each trigger of this batch delivers, looked up once a batch."""
         queue = _queue_of(record)
         attempt = int(record.get("attributes", {}).get("ApproximateReceiveCount", "1"))
         try:
@@ -281,6 +309,19 @@ class Delivery:
         except ValidationError as exc:
             self._poison(queue, record, str(exc))
             return None
+        key = (queued.namespace, queued.broker, queued.trigger)
+        if key in destinations:
+            destination = destinations[key]
+        else:
+            destination = destinations[key] = self._destination(queued)
+        if destination is None:
+            return None
+        job = _Job(index, record, queue, attempt, queued, destination)
+        if queued.event is not None:  # inline; a claim check is read from S3 when sending
+            self._build(job, queued.event)
+        return job
+
+    def _destination(self, queued: QueuedEvent) -> _Destination | None:
         config = self._cache.get(queued.namespace, queued.broker)
         route = config.route(queued.trigger) if config else None
         if route is None:
@@ -296,20 +337,20 @@ class Delivery:
         target = self._target(route)
         if not target:
             return None  # dead-letter mode without a sink (the mapping should not exist)
-        job = _Job(index, record, queue, attempt, queued, route, target, kafka_target(target))
-        if queued.event is not None:  # inline; a claim check is read from S3 when sending
-            self._build(job, queued.event)
-        return job
+        timeout = route.delivery.timeout.seconds if route.delivery.timeout else None
+        timeout = min(timeout or DEFAULT_ATTEMPT_TIMEOUT, self._max_timeout)
+        return _Destination(route, target, kafka_target(target), timeout)
 
     def _build(self, job: _Job, event: CloudEvent) -> None:
         job.event = event
-        if job.kafka is not None:
+        if job.destination.kafka is not None:
             return
-        outgoing = event.replace_attributes(remove=(TTL_ATTRIBUTE,))
-        if job.route.delivery.format == "json":
-            headers, body = codec.encode_structured(outgoing)
+        if job.destination.route.delivery.format == "json":
+            headers, body = codec.encode_structured(
+                event.replace_attributes(remove=(TTL_ATTRIBUTE,))
+            )
         else:
-            headers, body = codec.encode_binary(outgoing)
+            headers, body = codec.encode_binary(event, omit=TTL_ATTRIBUTE)
         queued = job.queued
         headers.update(
             {k: v for k, v in queued.headers.items() if k not in {"traceparent", "tracestate"}}
@@ -326,12 +367,11 @@ class Delivery:
             if job.event is None:
                 self._build(job, self._claims.load(job.queued))
             assert job.event is not None
-            timeout = job.route.delivery.timeout.seconds if job.route.delivery.timeout else None
-            timeout = min(timeout or DEFAULT_ATTEMPT_TIMEOUT, self._max_timeout)
-            if job.kafka is not None:
-                job.response = self._publish(job.route, job.event, *job.kafka, timeout)
+            to = job.destination
+            if to.kafka is not None:
+                job.response = self._publish(to.route, job.event, *to.kafka, to.timeout)
             else:
-                job.response = self._sender.post(job.target, job.headers, job.body, timeout)
+                job.response = self._sender.post(to.target, job.headers, job.body, to.timeout)
         except Exception as exc:  # e.g. the claim-check object could not be read
             job.error = exc
 
@@ -357,14 +397,14 @@ class Delivery:
             except UnavailableError:
                 outcome = _RETRY
         self._finish(
-            job.route,
+            job.destination.route,
             job.queued,
             event,
             job.record,
             job.queue,
             job.attempt,
             response,
-            job.target,
+            job.destination.target,
             outcome,
             archived,
         )

@@ -228,3 +228,13 @@ def test_out_of_range_number_in_data_cannot_be_encoded() -> None:
     assert event.json_data[0] == float("inf")
     with pytest.raises(ValueError):
         encode_binary(event)
+
+
+@ROUND_TRIP
+@given(events(typed=True) | events(typed=True, version="0.3"), st.sampled_from(["", "subject"]))
+def test_binary_omit_is_encoding_the_event_without_that_attribute(
+    event: CloudEvent, omit: str
+) -> None:
+    name = omit or next(iter(sorted(event.attributes)))
+    expected = encode_binary(event.replace_attributes(remove=(name,)))
+    assert encode_binary(event, omit=name) == expected
