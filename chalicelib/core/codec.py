@@ -144,11 +144,11 @@ def encode_binary(event: CloudEvent, *, omit: str = "") -> tuple[dict[str, str],
     headers: dict[str, str] = {}
     needs_encoding = NEEDS_ENCODING.search
     for name, value in event.attributes.items():
-        if name == omit:
-            continue
         if type(value) is str and name != content_type_attr:  # the common case, inlined
             encoded = value if needs_encoding(value) is None else encode_header_value(value)
             headers[_CE + name] = encoded
+        elif name == omit:
+            continue
         elif name == content_type_attr:
             headers["content-type"] = canonical_string(value)
         elif type(value) is MapValue:
@@ -156,6 +156,8 @@ def encode_binary(event: CloudEvent, *, omit: str = "") -> tuple[dict[str, str],
                 headers[header] = encode_header_value(text)
         else:
             headers[_CE + name] = encode_header_value(canonical_string(value))
+    if omit:  # a string attribute took the common path above
+        headers.pop(_CE + omit, None)
     if event.json_data is not ABSENT:
         headers.setdefault("content-type", "application/json")
         return headers, dumps_utf8(event.json_data)

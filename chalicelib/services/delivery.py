@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 from chalicelib.core import archive, codec, delivery_policy
@@ -64,7 +65,12 @@ def utcnow() -> datetime:
 
 
 def _queue_of(record: Mapping[str, Any]) -> str:
-    return str(record.get("eventSourceARN", "")).rsplit(":", 1)[-1]
+    return _queue_name(str(record.get("eventSourceARN", "")))
+
+
+@lru_cache(maxsize=1024)
+def _queue_name(arn: str) -> str:
+    return arn.rsplit(":", 1)[-1]
 
 
 def _failure(record: Mapping[str, Any], exc: Exception) -> Exception:
@@ -352,9 +358,9 @@ class Delivery:
         else:
             headers, body = codec.encode_binary(event, omit=TTL_ATTRIBUTE)
         queued = job.queued
-        headers.update(
-            {k: v for k, v in queued.headers.items() if k not in {"traceparent", "tracestate"}}
-        )
+        for name, value in queued.headers.items():
+            if name != "traceparent" and name != "tracestate":  # the next hop's come below
+                headers[name] = value
         headers.update(tracing.next_hop(queued.headers))
         headers["Kn-Namespace"] = queued.namespace
         if not self._dead_letter_mode:
@@ -379,6 +385,10 @@ class Delivery:
         """Read the answer (DESIGN.md §2.3): the outcome, and the reply event if there is one."""
         response = job.response
         assert response is not None
+        status = response.status
+        if status is not None and 200 < status < 300:
+            job.outcome = _SUCCESS  # 2xx but 200: delivered, and never a reply (as ``classify``)
+            return
         reply_event, reply_invalid = self._reply_of(response)
         outcome = delivery_policy.classify(
             response.status, has_reply_event=reply_event is not None, reply_invalid=reply_invalid

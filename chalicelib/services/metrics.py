@@ -22,8 +22,11 @@ _UNITS = {"Count", "Milliseconds"}
 Dims = tuple[tuple[str, str], ...]
 
 
+_CLASSES = {n: f"{n}xx" for n in range(1, 6)}
+
+
 def status_class(status: int) -> str:
-    return f"{status // 100}xx"
+    return _CLASSES.get(status // 100) or f"{status // 100}xx"
 
 
 class Metrics:
