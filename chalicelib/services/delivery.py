@@ -113,11 +113,6 @@ class _Job:
         self.index, self.record, self.queue, self.attempt = index, record, queue, attempt
         self.queued, self.destination = queued, destination
 
-    @property
-    def plain_success(self) -> bool:
-        """Delivered with no reply to ingest: settling it makes no AWS call."""
-        return self.error is None and self.outcome is _SUCCESS
-
 
 class Delivery:
     def __init__(
@@ -210,25 +205,22 @@ class Delivery:
         if not jobs:
             return outcomes
         self._send_all(jobs)
+        other = []
         for job in jobs:
             if job.error is None:
                 try:
                     self._judge(job)
-                except Exception as exc:
-                    job.error = exc
-        other = []
-        for job in jobs:
-            if job.plain_success:  # delivered, nothing to do but record it
-                try:
-                    assert job.event is not None and job.response is not None
-                    self._record(
-                        job.destination.route, job.event, job.attempt, job.response, "delivered",
-                        archived,
-                    )  # fmt: skip
+                    if job.outcome is _SUCCESS:  # delivered: nothing to do but record it
+                        assert job.event is not None and job.response is not None
+                        self._record(
+                            job.destination.route, job.event, job.attempt, job.response,
+                            "delivered", archived,
+                        )  # fmt: skip
+                        continue
                 except Exception as exc:
                     outcomes[job.index] = _failure(job.record, exc)
-            else:
-                other.append(job)
+                    continue
+            other.append(job)
         if len(other) > 1:  # retries, dead letters and replies make AWS calls: overlap them
             for job, outcome in zip(
                 other, self._pool.map(lambda j: self._safe_settle(j, archived), other), strict=True
