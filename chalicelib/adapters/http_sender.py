@@ -12,9 +12,10 @@ from __future__ import annotations
 import ipaddress
 import socket
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 import urllib3
+from urllib3 import HTTPHeaderDict
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import (
@@ -91,6 +92,25 @@ def _guarded_pools(
     return {"http": GuardedHTTPConnectionPool, "https": GuardedHTTPSConnectionPool}
 
 
+class _Headers(Mapping[str, str]):
+    """An answer's headers: lower-case names, repeated fields joined with ", ", any case looks
+    up; nothing is copied until it is read (most answers' headers never are)."""
+
+    __slots__ = ("_raw",)
+
+    def __init__(self, raw: HTTPHeaderDict) -> None:
+        self._raw = raw
+
+    def __getitem__(self, name: str) -> str:
+        return self._raw[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return (name.lower() for name in self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+
 class Urllib3Sender:
     def __init__(
         self, *, guard: bool, allowlist: tuple[str, ...] = (), pool_size: int = 32
@@ -113,7 +133,7 @@ class Urllib3Sender:
                 headers=headers,
                 redirect=False,
                 retries=False,
-                timeout=self._timeout(timeout),
+                timeout=self._timeouts.get(timeout) or self._timeout(timeout),
                 preload_content=False,
             )
             try:
@@ -130,7 +150,7 @@ class Urllib3Sender:
             )
         return HttpResponse(
             status=response.status,
-            headers={k.lower(): v for k, v in response.headers.itermerged()},
+            headers=_Headers(response.headers),
             body=content,
             elapsed_ms=(time.perf_counter() - started) * 1000,
         )

@@ -113,3 +113,31 @@ def test_transport_errors_are_answers_without_status() -> None:
     with closing(Urllib3Sender(guard=False)) as sender:
         response = sender.post(url, {}, b"x", timeout=5)  # nothing listens there any more
     assert response.status is None and response.error and response.body.startswith(b"dispatch")
+
+
+def test_answer_headers_list_lower_case_names_and_look_up_in_any_case() -> None:
+    reply = Reply(503, {"Retry-After": "3", "X-Multi": "a"}, b"busy")
+    with (
+        EventDisplay(responder=lambda got, n: reply) as sub,
+        closing(Urllib3Sender(guard=False)) as sender,
+    ):
+        response = sender.post(sub.url, {}, b"x", timeout=5)
+    headers = dict(response.headers.items())
+    assert headers["retry-after"] == "3" and headers["x-multi"] == "a"
+    assert all(name == name.lower() for name in headers)
+    assert response.headers.get("RETRY-AFTER") == "3" and response.headers.get("absent") is None
+    assert len(response.headers) == len(headers)
+
+
+def test_repeated_answer_fields_read_as_one_joined_value() -> None:
+    from urllib3 import HTTPHeaderDict
+
+    from chalicelib.adapters.http_sender import _Headers
+
+    raw = HTTPHeaderDict()
+    raw.add("Warning", "a")
+    raw.add("warning", "b")
+    raw.add("Ce-Id", "1")
+    headers = _Headers(raw)
+    assert dict(headers) == {"warning": "a, b", "ce-id": "1"}
+    assert headers["WARNING"] == "a, b" and len(headers) == 2
