@@ -38,12 +38,20 @@ PERCENTILES = (0.5, 0.95, 0.99)
 
 
 def normalize(raw: DataFrame) -> DataFrame:
-    """Typed, flat columns for every line, with ``malformed`` (a reason, or null) and ``late``.
+    """One narrow row per line: typed, flat columns, ``malformed`` (a reason, or null) and
+    ``late`` (0 or 1).
 
     ``raw`` has the columns of ``schema.spark_schema()`` and ``path`` (the file it came from)."""
-    at = F.col("at").cast("timestamp")
-    arrival = F.col("arrival").cast("timestamp")
     kind = F.col("kind")
+    accepted, delivery = kind == "accepted", kind == "delivery"
+    # Both timestamps are parsed once, in a projection of their own: the optimizer keeps it apart
+    # (a cast is not cheap enough to repeat), so the expressions below reuse the parsed values.
+    parsed = raw.select(
+        "*",
+        _timestamp(F.col("at")).alias("at_ts"),
+        F.when(delivery, _timestamp(F.col("arrival"))).alias("arrival_ts"),
+    )
+    at, arrival = F.col("at_ts"), F.col("arrival_ts")
     # The hour prefix of the file, "YYYY/MM/DD/HH", against the same text of ``at`` (written in UTC
     # with 'Z'): string functions per line, cheaper than extracting and parsing the path's date.
     path_hour = F.substring(F.substring_index("path", "/", -5), 1, 13)
@@ -51,9 +59,7 @@ def normalize(raw: DataFrame) -> DataFrame:
         F.col("at").endswith("Z"), F.translate(F.substring("at", 1, 13), "-T", "//")
     ).otherwise(F.date_format(at, "yyyy/MM/dd/HH"))
     late = (path_hour.rlike(_PATH_HOUR)) & (at_hour < path_hour)
-    accepted = kind == "accepted"
-    delivery = kind == "delivery"
-    return raw.select(
+    return parsed.select(
         kind.alias("kind"),
         F.col("namespace"),
         F.col("broker"),
@@ -74,32 +80,50 @@ def normalize(raw: DataFrame) -> DataFrame:
         F.col("size"),
         F.when(accepted, F.size("triggers")).alias("matched_triggers"),
         _malformed_reason(at, arrival).alias("malformed"),
-        F.coalesce(late, F.lit(False)).alias("late"),
+        F.coalesce(late, F.lit(False)).cast("int").alias("late"),
     )
 
 
-def deduplicate(records: DataFrame) -> DataFrame:
-    """One row per record, with ``copies`` (how many lines carried it) and ``late`` (how many of
-    them were late); malformed lines collapse to one row per reason; then ``hour`` and ``date``.
+# What makes two lines the same record. Rejections carry no event id and are never merged.
+DEDUP_KEY = ["kind", "namespace", "broker", "event_id", "event_source", "event_type",
+             "datacontenttype", "trigger", "attempt", "reason"]  # fmt: skip
+_KEPT = ("status", "outcome", "latency_ms", "e2e_ms", "size", "matched_triggers")
 
-    One grouping serves all three: rejections get a unique id in the key so they stay apart."""
-    keyed = records.withColumn(
-        "uid", F.when(F.col("kind") == "rejected", F.monotonically_increasing_id())
-    ).withColumn("late", F.col("late").cast("int"))
-    key_cols = [
-        "kind", "namespace", "broker", "event_id", "event_source", "event_type",
-        "datacontenttype", "trigger", "attempt", "reason", "uid",
-    ]  # fmt: skip
+
+def deduplicate(lines: DataFrame) -> DataFrame:
+    """One row per record, with ``copies`` (how many lines carried it) and ``late`` (how many of
+    them were late); malformed lines collapse to one row per reason; then ``hour``, ``date`` and
+    ``cell``.
+
+    ``cell`` is a hash of the grain's text dimensions, all of them parts of the record's key: the
+    lines are shuffled once, by ``cell``, so every copy of a record and every record of a grain
+    cell meet in one partition, and both this grouping and ``grain``'s (which include ``cell``)
+    run there without another shuffle."""
     valid = F.col("malformed").isNull()
-    keys = [F.when(valid, F.col(c)).alias(c) for c in key_cols] + [F.col("malformed")]
-    grouped = keyed.groupBy(*keys).agg(
-        F.min("at").alias("at"),
-        *(
-            F.min_by(c, "at").alias(c)
-            for c in ("status", "outcome", "latency_ms", "e2e_ms", "size", "matched_triggers")
-        ),
-        F.count(F.lit(1)).alias("copies"),
-        F.sum("late").alias("late"),
+    kind = F.when(valid, F.col("kind"))
+    accepted = kind == "accepted"
+    keyed = lines.select(
+        *(F.when(valid, F.col(c)).alias(c) for c in DEDUP_KEY),
+        F.when(kind == "rejected", F.monotonically_increasing_id()).alias("uid"),
+        "malformed",
+        "at",
+        *_KEPT,
+        "late",
+    )
+    cell = F.xxhash64(
+        "kind", "malformed", "namespace", "broker", F.when(accepted, F.col("event_type")),
+        F.when(accepted, F.col("event_source")), "datacontenttype", "reason", "trigger",
+    )  # fmt: skip
+    grouped = (
+        keyed.withColumn("cell", cell)
+        .repartition("cell")
+        .groupBy("cell", *DEDUP_KEY, "uid", "malformed")
+        .agg(
+            F.min("at").alias("at"),
+            *(F.min_by(c, "at").alias(c) for c in _KEPT),
+            F.count(F.lit(1)).alias("copies"),
+            F.sum("late").alias("late"),
+        )
     )
     return grouped.drop("uid", "event_id").select(
         "*",
@@ -114,34 +138,40 @@ def grain(clean: DataFrame) -> DataFrame:
     accepted events; reason and status of rejections; trigger, outcome, status and, for successful
     attempts, the latency in ms of deliveries), the counts and sums the tables need. Latencies are
     whole milliseconds, so a trigger-hour holds one row per distinct value, and exact percentiles
-    come from these (value, count) pairs."""
+    come from these (value, count) pairs. ``cell`` (from ``deduplicate``) is grouped on too, as
+    the records are partitioned by it; it adds no group."""
     kind = F.col("kind")
     accepted, delivery = kind == "accepted", kind == "delivery"
     success = delivery & F.col("outcome").isin(*_SUCCESS)
-    return clean.groupBy(
-        kind.alias("kind"),
-        "malformed",
-        "namespace",
-        "broker",
-        "hour",
-        F.when(accepted, F.col("event_type")).alias("event_type"),
-        F.when(accepted, F.col("event_source")).alias("event_source"),
-        "datacontenttype",
-        "reason",
-        F.when(kind != "accepted", F.col("status")).alias("status"),
-        "trigger",
-        F.when(delivery, F.col("outcome")).alias("outcome"),
-        F.when(success, F.round("e2e_ms", 3)).alias("e2e_ms"),
-    ).agg(
-        F.count(F.lit(1)).alias("records"),
-        F.sum("copies").alias("lines"),
-        F.sum("late").alias("late"),
-        F.count(F.when(F.col("matched_triggers") > 0, 1)).alias("matched"),
-        F.sum("matched_triggers").alias("trigger_matches"),
-        F.sum("size").alias("bytes"),
-        F.sum("latency_ms").alias("attempt_ms"),
-        F.min("at").alias("first_seen"),
-        F.max("at").alias("last_seen"),
+    return (
+        clean.groupBy(
+            "cell",
+            kind.alias("kind"),
+            "malformed",
+            "namespace",
+            "broker",
+            "hour",
+            F.when(accepted, F.col("event_type")).alias("event_type"),
+            F.when(accepted, F.col("event_source")).alias("event_source"),
+            "datacontenttype",
+            "reason",
+            F.when(kind != "accepted", F.col("status")).alias("status"),
+            "trigger",
+            F.when(delivery, F.col("outcome")).alias("outcome"),
+            F.when(success, F.round("e2e_ms", 3)).alias("e2e_ms"),
+        )
+        .agg(
+            F.count(F.lit(1)).alias("records"),
+            F.sum("copies").alias("lines"),
+            F.sum("late").alias("late"),
+            F.count(F.when(F.col("matched_triggers") > 0, 1)).alias("matched"),
+            F.sum("matched_triggers").alias("trigger_matches"),
+            F.sum("size").alias("bytes"),
+            F.sum("latency_ms").alias("attempt_ms"),
+            F.min("at").alias("first_seen"),
+            F.max("at").alias("last_seen"),
+        )
+        .drop("cell")
     )
 
 
@@ -306,6 +336,19 @@ def _outcome_code(outcome: Column) -> Column:
     for name, value in OUTCOME_CODE.items():
         code = F.when(outcome == name, F.lit(value)).otherwise(code)
     return code
+
+
+def _timestamp(text: Column) -> Column:
+    """An RFC 3339 string as a timestamp. The writer's form, ending in 'Z', is cast through
+    TIMESTAMP_NTZ: the same parse without a per-value time-zone lookup, which is most of the cost
+    of a cast to TIMESTAMP (the session zone is UTC, see ``pipeline.configure``). A time without
+    a date ("T10:00:00Z") is read as today by the cast to TIMESTAMP only: the 5th character
+    keeps those on the general path, with every other offset."""
+    utc = text.endswith("Z") & (F.substring(text, 5, 1) == "-")
+    local = text.substr(F.lit(1), F.length(text) - 1)  # without the 'Z'
+    return F.when(utc, local.cast("timestamp_ntz").cast("timestamp")).otherwise(
+        text.cast("timestamp")
+    )
 
 
 def _malformed_reason(at: Column, arrival: Column) -> Column:
