@@ -7,6 +7,8 @@ import json
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from chalicelib.core import archive
 from spark_glue import schema
@@ -148,3 +150,17 @@ def test_builders_refuse_values_outside_the_schema(call, message) -> None:
 def test_rejection_detail_is_bounded() -> None:
     record = archive.rejected_record("n", "b", 413, "too_large", "x" * 1000, AT)
     assert len(record["detail"]) == 200
+
+
+@given(
+    st.datetimes(
+        min_value=datetime(1970, 1, 1),
+        max_value=datetime(9999, 12, 30),
+        timezones=st.sampled_from([UTC, timezone(timedelta(hours=5, minutes=30))]),
+    ),
+    st.datetimes(min_value=datetime(1970, 1, 1), timezones=st.just(UTC)),
+)
+def test_rfc3339_is_utc_milliseconds_whatever_came_before(a: datetime, b: datetime) -> None:
+    for at in (a, b, a, datetime.min.replace(tzinfo=UTC)):
+        expected = at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        assert archive.rfc3339(at) == expected
