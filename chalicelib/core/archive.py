@@ -36,23 +36,13 @@ _MAX_DETAIL = 200
 Record = dict[str, Any]
 
 
-_MILLIS = tuple(f".{ms:03d}Z" for ms in range(1000))
-_second: tuple[datetime | None, str] = (None, "")  # the last second formatted
-
-
 def rfc3339(at: datetime) -> str:
     """UTC, millisecond precision, ``Z``: sortable as text and parsed by Spark and DuckDB alike."""
-    global _second
     if at.tzinfo is not UTC:
         if at.tzinfo is None or at.utcoffset() is None:
             raise ValueError("archive timestamps must be timezone-aware")
         at = at.astimezone(UTC)
-    whole = at.replace(microsecond=0)
-    second, text = _second  # one tuple: read and written whole, so threads cannot tear it
-    if whole != second:  # records come many to a second: format the date and time once
-        text = whole.isoformat()[:-6]  # "+00:00" cut
-        _second = (whole, text)
-    return text + _MILLIS[at.microsecond // 1000]
+    return at.isoformat(timespec="milliseconds")[:-6] + "Z"  # "+00:00" -> "Z"
 
 
 def accepted_record(
