@@ -139,25 +139,34 @@ def encode_binary(event: CloudEvent, *, omit: str = "") -> tuple[dict[str, str],
     ``omit``) as a percent-encoded ``ce-`` header. JSON data becomes its compact serialisation,
     with ``application/json`` made explicit when the event had no content type (json-format
     §3.1.2)."""
-    rules = VERSIONS.get(event.specversion, V1_0)
-    content_type_attr = rules.content_type_attr
-    headers: dict[str, str] = {}
-    needs_encoding = NEEDS_ENCODING.search
-    for name, value in event.attributes.items():
-        if type(value) is str and name != content_type_attr:  # the common case, inlined
-            encoded = value if needs_encoding(value) is None else encode_header_value(value)
-            headers[_CE + name] = encoded
-        elif name == omit:
+    content_type_attr = VERSIONS.get(event.specversion, V1_0).content_type_attr
+    attrs = event.attributes
+    # The common case first: every attribute a string that needs no percent-encoding.
+    headers = {_CE + name: value for name, value in attrs.items() if type(value) is str}
+    strings = len(attrs) - (omit in attrs and type(attrs[omit]) is not str)
+    if len(headers) == strings:
+        content_type = headers.pop(_CE + content_type_attr, None)
+        if omit:
+            headers.pop(_CE + omit, None)
+        if NEEDS_ENCODING.search("".join(headers.values())) is None:
+            if content_type is not None and omit != content_type_attr:
+                headers["content-type"] = content_type
+            return _with_data(event, headers)
+    headers = {}
+    for name, value in attrs.items():
+        if name == omit:
             continue
-        elif name == content_type_attr:
+        if name == content_type_attr:
             headers["content-type"] = canonical_string(value)
         elif type(value) is MapValue:
             for header, text in map_headers(name, value, _CE):
                 headers[header] = encode_header_value(text)
         else:
             headers[_CE + name] = encode_header_value(canonical_string(value))
-    if omit:  # a string attribute took the common path above
-        headers.pop(_CE + omit, None)
+    return _with_data(event, headers)
+
+
+def _with_data(event: CloudEvent, headers: dict[str, str]) -> tuple[dict[str, str], bytes]:
     if event.json_data is not ABSENT:
         headers.setdefault("content-type", "application/json")
         return headers, dumps_utf8(event.json_data)
