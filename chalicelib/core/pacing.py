@@ -3,9 +3,11 @@
 A delivery costs the worker some CPU (``cpu``: decode, encode, the HTTP client, the archive
 record) and then waits for the subscriber (``wait``: network plus the subscriber's own time).
 Python threads overlap waits, not CPU: with ``k`` requests in flight the worker is busy when
-``k >= 1 + wait / cpu``; more only adds lock hand-offs between threads. A subscriber that answers
-in 5 ms while the worker spends 0.25 ms of CPU per event wants all ten deliveries of a batch at
-once; a subscriber on the same host answering in 40 µs wants them one after the other.
+``k >= 1 + wait / cpu``; more only adds lock hand-offs between threads. A batch goes in rounds of
+``k``, so the pacer picks the ``k`` that finishes the batch soonest, weighing the CPU it needs
+against the rounds of waiting. A subscriber that answers in 5 ms while the worker spends 0.3 ms of
+CPU per event gets all ten deliveries of a batch at once; one on the same host answering in 40 µs
+gets them one after the other.
 
 Waits are only measured cleanly when one delivery runs alone (otherwise the time spent waiting for
 the other threads counts as waiting), so the pacer learns from serial deliveries: every serial
@@ -27,6 +29,7 @@ ALPHA = 0.3  # weight of a new observation in the moving average of wait / cpu
 # a delivery in lock hand-offs and cache misses (benchmarks/delivery.py), so overlapping pays only
 # once the wait is about as long as the work.
 SERIAL_BELOW = 1.0
+CONTENTION = 0.05  # extra CPU per delivery for each further thread in flight (lock hand-offs)
 SLOW = 4.0  # a serial delivery this many times slower than usual ends the serial stretch
 
 
@@ -58,14 +61,24 @@ class Pacer:
         self._max_queues = max_queues
         self._queues: dict[str, _Queue] = {}
 
-    def concurrency(self, queue: str) -> int:
-        """Deliveries to run at once for this queue now (1 .. limit); the limit when unknown."""
+    def concurrency(self, queue: str, jobs: int | None = None) -> int:
+        """Deliveries to run at once for ``jobs`` more of this queue (1 .. limit; the limit when
+        nothing is known). A batch goes in rounds of that many, so the choice weighs both: the
+        CPU the batch needs (each extra lane adding ``CONTENTION`` of it) against the rounds of
+        waiting, in units of one delivery's CPU time."""
         ratio = self._state(queue).ratio
+        jobs = self._limit if jobs is None else max(1, jobs)
         if ratio is None:
-            return self._limit
+            return min(self._limit, jobs)
         if ratio < SERIAL_BELOW:
             return 1
-        return max(1, min(self._limit, 1 + math.floor(ratio + 0.5)))
+        best, best_time = 1, math.inf
+        for lanes in range(1, min(self._limit, jobs) + 1):
+            cpu = jobs * (1 + CONTENTION * (lanes - 1))
+            waiting = math.ceil(jobs / lanes) * (1 + ratio)
+            if max(cpu, waiting) < best_time:
+                best, best_time = lanes, max(cpu, waiting)
+        return best
 
     def should_probe(self, queue: str) -> bool:
         """Run the next delivery alone and ``observe`` it: when nothing is known yet, or the

@@ -248,7 +248,7 @@ class Delivery:
             for job in pending:
                 self._transmit(job)
 
-        lanes = min(self._pacer.concurrency(queue), len(jobs) - start)
+        lanes = self._pacer.concurrency(queue, len(jobs) - start)
         helpers = [self._pool.submit(lane) for _ in range(lanes - 1)]
         lane()  # the calling thread is one of the lanes
         for helper in helpers:

@@ -266,18 +266,19 @@ def paced(h: Harness, sender: InFlight, pacer: Pacer) -> None:
     )
 
 
-def primed(h: Harness, concurrency: int) -> Pacer:
-    """A pacer that has already seen the trigger's queue: ``concurrency`` in flight, no probes."""
+def primed(h: Harness, lanes: int, jobs: int) -> Pacer:
+    """A pacer that has already seen the trigger's queue and runs a batch of ``jobs`` in
+    ``lanes`` lanes, with no probes."""
     pacer = Pacer(10, time.monotonic, probe_interval=math.inf)
-    pacer.observe(h.queue_of("tr"), elapsed=float(concurrency), cpu=1.0)
-    assert pacer.concurrency(h.queue_of("tr")) == concurrency
+    pacer.observe(h.queue_of("tr"), elapsed=float(lanes), cpu=1.0)  # wait = (lanes - 1) x cpu
+    assert pacer.concurrency(h.queue_of("tr"), jobs) == lanes
     return pacer
 
 
 def test_a_batch_runs_in_as_many_lanes_as_the_pacer_says() -> None:
     h = setup(OK)
     sender = InFlight(gate=3)
-    paced(h, sender, primed(h, 3))
+    paced(h, sender, primed(h, 3, 9))
     for i in range(9):
         h.send(id_=str(i))
     answer = h.deliver_once("tr")
@@ -289,7 +290,7 @@ def test_a_batch_runs_in_as_many_lanes_as_the_pacer_says() -> None:
 def test_failures_in_lanes_are_reported_for_their_own_records() -> None:
     h = setup(OK)
     sender = InFlight(failing=frozenset({"2", "5"}))
-    paced(h, sender, primed(h, 4))
+    paced(h, sender, primed(h, 4, 10))
     for i in range(10):
         h.send(id_=str(i))
     answer = h.deliver_once("tr")
@@ -302,7 +303,7 @@ def test_failures_in_lanes_are_reported_for_their_own_records() -> None:
 def test_a_fast_subscriber_gets_one_delivery_at_a_time() -> None:
     h = setup(OK)
     sender = InFlight()
-    paced(h, sender, primed(h, 1))
+    paced(h, sender, primed(h, 1, 10))
     for i in range(10):
         h.send(id_=str(i))
     assert h.deliver_once("tr")["batchItemFailures"] == []

@@ -131,3 +131,19 @@ def test_a_serial_stretch_is_observed_as_a_whole() -> None:
 def test_nothing_is_too_slow_before_anything_is_known() -> None:
     p, _ = pacer()
     assert not p.too_slow("q", 60.0)
+
+
+@pytest.mark.parametrize(
+    ("ratio", "jobs", "expected"),
+    [
+        (8.0, 10, 10),  # 9 lanes would leave a second round of 1: one round of 10 is sooner
+        (8.0, 4, 4),  # never more lanes than jobs
+        (20.0, 1, 1),
+        (3.0, 10, 4),  # CPU-bound from 4 lanes on: more only adds hand-offs
+        (0.5, 10, 1),
+    ],
+)
+def test_lanes_fit_the_batch(ratio: float, jobs: int, expected: int) -> None:
+    p, _ = pacer()
+    p.observe("q", elapsed=1.0 + ratio, cpu=1.0)
+    assert p.concurrency("q", jobs) == expected
