@@ -11,7 +11,6 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -51,13 +50,6 @@ DEFAULT_ATTEMPT_TIMEOUT = 30.0
 
 class RetryLaterError(Exception):
     """Marks a record as a batch item failure (its visibility was already set)."""
-
-
-@dataclass(frozen=True)
-class Attempt:
-    status: int | None
-    outcome: str  # delivered | reply | retry | dead_lettered
-    latency_ms: float
 
 
 def utcnow() -> datetime:
