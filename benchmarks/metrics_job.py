@@ -2,8 +2,9 @@
 records, side by side with Spark's floor (a bare read-and-count of the same files with the same
 explicit schema) and the same metrics in DuckDB (what a single-machine user would pick).
 
-    .venv/bin/python benchmarks/metrics_job.py
+    .venv/bin/python benchmarks/metrics_job.py [--sizes 1m]
 
+``--sizes`` measures only some archive sizes (while iterating) and writes no result file.
 Archives are generated once (deterministic seed) into ``benchmarks/.data/`` and reused. Each Spark
 measurement runs in its own process (so peak memory is its own), after a warm-up on a tiny archive;
 JVM start-up is outside the timings of both the job and the floor.
@@ -11,6 +12,7 @@ JVM start-up is outside the timings of both the job and the floor.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import random
@@ -371,14 +373,14 @@ def _headline(summary: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def main() -> None:
-    archives = {name: ensure_archive(name) for name in SIZES}
+def main(sizes: list[str]) -> None:
+    archives = {name: ensure_archive(name) for name in sizes}
     lines = {
         n: json.loads((p / "_GENERATED.json").read_text())["lines"] for n, p in archives.items()
     }
     repeat = int(os.environ.get("BENCH_REPEAT", "2"))
     runs: dict[tuple[str, str], dict[str, Any]] = {}
-    for name in SIZES:
+    for name in sizes:
         for mode in ("line_count", "floor", "job", "duckdb"):
             if name == "4m" and mode in ("line_count", "duckdb"):
                 continue
@@ -387,13 +389,6 @@ def main() -> None:
             print(
                 f"  {mode:<10} {name}: {r['best']:7.2f} s   peak {r['peak_mb']:6.0f} MB", flush=True
             )
-    job1, job4 = runs[("job", "1m")]["best"], runs[("job", "4m")]["best"]
-    figures = {
-        "records_per_s_1m": lines["1m"] / job1,
-        "time_vs_spark_floor_1m": job1 / runs[("floor", "1m")]["best"],
-        "time_4m_over_1m": job4 / job1,
-        "time_vs_duckdb_1m": job1 / runs[("duckdb", "1m")]["best"],
-    }
     print_table(
         [
             (f"{mode} {name}", f"{r['best']:.2f}", f"{lines[name] / r['best']:,.0f}",
@@ -402,11 +397,24 @@ def main() -> None:
         ],
         ("run", "best s", "lines/s", "peak MB"),
     )  # fmt: skip
+    for name in sizes:
+        ratio = runs[("job", name)]["best"] / runs[("floor", name)]["best"]
+        print(f"job / floor {name}: {ratio:.2f}")
     spark_summary = (
         _headline(json.loads((DATA / "out" / "job-1m" / "summary.json").read_text()))
         if (DATA / "out" / "job-1m" / "summary.json").exists()
         else None
     )
+    print(f"spark figures 1m: {json.dumps(spark_summary)}")
+    if sizes != list(SIZES):
+        return
+    job1, job4 = runs[("job", "1m")]["best"], runs[("job", "4m")]["best"]
+    figures = {
+        "records_per_s_1m": lines["1m"] / job1,
+        "time_vs_spark_floor_1m": job1 / runs[("floor", "1m")]["best"],
+        "time_4m_over_1m": job4 / job1,
+        "time_vs_duckdb_1m": job1 / runs[("duckdb", "1m")]["best"],
+    }
     write_result(
         "metrics_job",
         figures,
@@ -430,4 +438,9 @@ if __name__ == "__main__":
         else:
             print(json.dumps(_spark_worker(mode, path, out, repeat)))
     else:
-        main()
+        parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+        parser.add_argument("--sizes", default=",".join(SIZES), help="e.g. 1m (comma-separated)")
+        chosen = parser.parse_args().sizes.split(",")
+        if unknown := set(chosen) - set(SIZES):
+            parser.error(f"unknown sizes: {sorted(unknown)}")
+        main([name for name in SIZES if name in chosen])

@@ -39,6 +39,12 @@ def session(options: LocalOptions = LocalOptions()) -> SparkSession:
         .config("spark.sql.shuffle.partitions", str(options.shuffle_partitions))
         .config("spark.sql.files.maxPartitionBytes", options.max_partition_bytes)
         .config("spark.sql.session.timeZone", "UTC")
+        # Exact percentiles per trigger and hour keep one buffer per group: hundreds of groups
+        # fit in memory, and the default (128) would sort every row first.
+        .config("spark.sql.objectHashAggregate.sortBased.fallbackThreshold", "10000")
+        # One run generates ~150 classes; the default cache (100) evicts them before the next
+        # run in the same JVM, which then compiles them all again and the JIT starts over.
+        .config("spark.sql.codegen.cache.maxEntries", "1000")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")

@@ -5,13 +5,15 @@ the tables, and gather the figures that ``summary.json`` and the report show."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from pyspark import StorageLevel
+from pyspark import SparkContext, StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -67,27 +69,52 @@ def compute(raw: DataFrame, dates: Sequence[str] | None = None) -> Result:
     clean = transforms.deduplicate(transforms.normalize(raw))
     if dates is not None:
         clean = clean.where(F.col("malformed").isNotNull() | F.col("date").isin(list(dates)))
-    grain = transforms.grain(clean)
-    # The grain is small: as many partitions as cores keeps the many little jobs cut from it
-    # from paying for idle tasks (locally, per-job overhead is most of their cost).
+    # The grain is small: as many partitions as cores, by broker, so that every table is cut from
+    # it with no shuffle. Sorted by kind, each table's scan skips the cached batches of the other
+    # kinds (the columnar cache keeps each batch's min and max).
     parallelism = raw.sparkSession.sparkContext.defaultParallelism
-    grain = grain.coalesce(parallelism).persist(StorageLevel.MEMORY_AND_DISK)
+    grain = (
+        transforms.grain(clean)
+        .repartition(parallelism, *transforms.BROKER)
+        .sortWithinPartitions("kind")
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    grain.count()  # built once, before the concurrent jobs below all read it
     tables = {name: getattr(transforms, name)(grain) for name in TABLES}
     for name in _SUMMARISED:  # read again by the summary, then written
         tables[name] = tables[name].persist(StorageLevel.MEMORY_AND_DISK)
-    return Result(grain, tables, _summary(grain, tables))
+    queries = _summary_queries(grain, tables)
+    rows = _concurrently({name: partial(_rows, df) for name, df in queries.items()})
+    return Result(grain, tables, _summary(rows))
 
 
 _SUMMARISED = ("broker_hourly", "broker_rejections", "trigger_hourly", "event_types")
 
 
 def write(result: Result, out: str) -> None:
-    """Parquet tables partitioned by date (one file per date)."""
-    for name, df in result.tables.items():
-        # The tables are small and cached: one task writes one file per date, with no shuffle.
-        df.coalesce(1).write.mode("overwrite").partitionBy("date").parquet(
-            f"{out.rstrip('/')}/{name}"
-        )
+    """Parquet tables partitioned by date (one file per date), written concurrently."""
+
+    def writer(name: str, df: DataFrame) -> Callable[[], None]:
+        # The tables are small: one task writes one file per date, with no shuffle.
+        target = f"{out.rstrip('/')}/{name}"
+        return lambda: df.coalesce(1).write.mode("overwrite").partitionBy("date").parquet(target)
+
+    _concurrently({name: writer(name, df) for name, df in result.tables.items()})
+
+
+def _concurrently(work: dict[str, Callable[[], Any]]) -> dict[str, Any]:
+    """Run independent Spark actions from threads of the driver: each small job spends most of
+    its time in scheduling and commit, which then overlap (and their tasks share the cores). The
+    jobs are named after their work in the Spark UI."""
+    context = SparkContext.getOrCreate()
+
+    def named(name: str, fn: Callable[[], Any]) -> Any:
+        context.setJobDescription(name)
+        return fn()
+
+    with ThreadPoolExecutor(max_workers=len(work) or 1) as pool:
+        futures = {name: pool.submit(named, name, fn) for name, fn in work.items()}
+        return {name: future.result() for name, future in futures.items()}
 
 
 def event_types_json(table: DataFrame) -> str:
@@ -113,42 +140,43 @@ def write_local_summary(summary: dict[str, Any], out: Path) -> Path:
     return path
 
 
-def _summary(grain: DataFrame, tables: dict[str, DataFrame]) -> dict[str, Any]:
-    """Headline figures. The hourly tables are small enough to bring to the driver whole (one row
-    per broker or trigger and hour); the rest is reduced in Spark first."""
-    quality = _rows(
-        transforms.quality(grain)
+def _summary_queries(grain: DataFrame, tables: dict[str, DataFrame]) -> dict[str, DataFrame]:
+    """What the summary reads. The hourly tables are small enough to bring to the driver whole
+    (one row per broker or trigger and hour); the rest is reduced in Spark first, and sorted (and
+    cut to the top types) on the driver."""
+    return {
+        "quality": transforms.quality(grain)
         .withColumn("first", _iso("first_seen"))
-        .withColumn("last", _iso("last_seen"))
-    )
+        .withColumn("last", _iso("last_seen")),
+        "brokers": tables["broker_hourly"].withColumn("hour", _iso("hour")),
+        "triggers": tables["trigger_hourly"].withColumn("hour", _iso("hour")),
+        "figures": transforms.trigger_figures(grain, []).unionByName(
+            transforms.delivery_totals(grain), allowMissingColumns=True
+        ),
+        "rejections": tables["broker_rejections"]
+        .groupBy("reason", "status")
+        .agg(F.sum("rejected").alias("rejected")),
+        "event_types": tables["event_types"]
+        .groupBy("event_type", "event_source")
+        .agg(F.sum("events").alias("events")),
+    }
+
+
+def _summary(rows: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Headline figures, from the rows of ``_summary_queries``."""
+    quality, brokers, triggers = rows["quality"], rows["brokers"], rows["triggers"]
     valid = [q for q in quality if q["malformed"] is None]
     by_kind = {q["kind"]: q["records"] for q in valid}
     malformed = {q["malformed"]: q["lines"] for q in quality if q["malformed"] is not None}
-    brokers = _rows(tables["broker_hourly"].withColumn("hour", _iso("hour")))
-    triggers = _rows(tables["trigger_hourly"].withColumn("hour", _iso("hour")))
-    figures = _rows(
-        transforms.trigger_figures(grain, []).unionByName(
-            transforms.delivery_totals(grain), allowMissingColumns=True
-        )
-    )
     per_trigger = sorted(
-        (_rates(f) for f in figures if f["trigger"] is not None),
+        (_rates(f) for f in rows["figures"] if f["trigger"] is not None),
         key=lambda t: (t["namespace"], t["broker"], t["trigger"]),
     )
-    overall = next((f for f in figures if f["trigger"] is None), None) or {}
-    rejections = _rows(
-        tables["broker_rejections"]
-        .groupBy("reason", "status")
-        .agg(F.sum("rejected").alias("rejected"))
-        .orderBy(F.desc("rejected"), "reason", "status")
+    overall = next((f for f in rows["figures"] if f["trigger"] is None), None) or {}
+    rejections = sorted(
+        rows["rejections"], key=lambda r: (-r["rejected"], r["reason"], r["status"])
     )
-    top_types = _rows(
-        tables["event_types"]
-        .groupBy("event_type")
-        .agg(F.sum("events").alias("events"), F.countDistinct("event_source").alias("sources"))
-        .orderBy(F.desc("events"), "event_type")
-        .limit(TOP_N)
-    )
+    top_types = _top_types(rows["event_types"])
     delivery_keys = ("attempts", "delivered", "replies", "retries", "dead_lettered")
     return {
         "schema_version": 1,
@@ -191,6 +219,17 @@ _LATENCY_KEYS = tuple(f"latency_p{round(p * 100)}_ms" for p in transforms.PERCEN
 
 def _rows(df: DataFrame) -> list[dict[str, Any]]:
     return [r.asDict() for r in df.collect()]
+
+
+def _top_types(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The most frequent event types, with how many sources sent each, from (type, source,
+    events) rows."""
+    types: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        t = types.setdefault(r["event_type"], {"event_type": r["event_type"], "events": 0})
+        t["events"] += r["events"]
+        t["sources"] = t.get("sources", 0) + 1
+    return sorted(types.values(), key=lambda t: (-t["events"], t["event_type"]))[:TOP_N]
 
 
 def _by_hour(rows: list[dict[str, Any]], keys: Sequence[str]) -> list[dict[str, Any]]:

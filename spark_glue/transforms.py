@@ -2,7 +2,8 @@
 
 Pipeline: ``raw`` (the archive read with ``schema.spark_schema()`` plus its file path) ->
 ``normalize`` (typed columns, a ``malformed`` reason, ``late``) -> ``deduplicate`` (one row per
-record; run once and cached by the caller) -> the tables.
+record) -> ``grain`` (the finest aggregate; cached by the caller) -> the tables. Every table is
+grouped by broker first (``BROKER``): from a grain partitioned that way, none needs a shuffle.
 
 Decisions, so that a reader of the tables knows what a number means:
 
@@ -34,6 +35,7 @@ from spark_glue.schema import BY_KIND, CORRUPT_COLUMN, EVENT, KINDS, OUTCOMES, S
 OUTCOME_CODE = {name: i for i, name in enumerate(OUTCOMES)}
 _SUCCESS = (OUTCOME_CODE["delivered"], OUTCOME_CODE["reply"])
 _PATH_HOUR = r"^\d{4}/\d{2}/\d{2}/\d{2}$"
+BROKER = ["namespace", "broker"]
 PERCENTILES = (0.5, 0.95, 0.99)
 
 
@@ -178,9 +180,10 @@ def grain(clean: DataFrame) -> DataFrame:
 def broker_hourly(grain: DataFrame) -> DataFrame:
     """Per broker and hour: accepted, rejected, matched (events routed to ≥ 1 trigger), no_match,
     trigger_matches (the fan-out: sum of matched triggers) and accepted_bytes."""
+    keys = ["namespace", "broker"]
     rows = _valid(grain).where(F.col("kind").isin("accepted", "rejected"))
     accepted = F.col("kind") == "accepted"
-    counts = rows.groupBy("namespace", "broker", "hour").agg(
+    counts = rows.groupBy(*keys, "hour").agg(
         _sum_when(accepted, "records").alias("accepted"),
         _sum_when(~accepted, "records").alias("rejected"),
         _sum_when(accepted, "matched").alias("matched"),
@@ -188,7 +191,7 @@ def broker_hourly(grain: DataFrame) -> DataFrame:
         _sum_when(accepted, "trigger_matches").alias("trigger_matches"),
         _sum_when(accepted, "bytes").alias("accepted_bytes"),
     )
-    return _dense(counts, ["namespace", "broker"])
+    return _dense(counts, keys)
 
 
 def broker_rejections(grain: DataFrame) -> DataFrame:
@@ -243,7 +246,8 @@ def trigger_hourly(grain: DataFrame) -> DataFrame:
     """Per trigger and hour: attempts, delivered (replies included), replies, retries,
     dead_lettered, transport_errors (no status), latency p50/p95/p99 (ms, arrival to success) and
     the mean duration of one attempt."""
-    return _dense(trigger_figures(grain, ["hour"]), ["namespace", "broker", "trigger"])
+    keys = ["namespace", "broker", "trigger"]
+    return _dense(trigger_figures(grain, ["hour"]), keys)
 
 
 def trigger_figures(grain: DataFrame, by: list[str]) -> DataFrame:
@@ -317,16 +321,26 @@ def _accepted(grain: DataFrame) -> DataFrame:
 
 
 def _dense(counts: DataFrame, keys: list[str]) -> DataFrame:
-    """Fill the hours with no traffic between each key's first and last hour with zero counts."""
-    spans = counts.groupBy(*keys).agg(F.min("hour").alias("first"), F.max("hour").alias("last"))
-    hours = spans.select(
-        *keys, F.explode(F.sequence("first", "last", F.expr("INTERVAL 1 HOUR"))).alias("hour")
+    """Fill the hours with no traffic between each key's first and last hour with zero counts.
+
+    One grouping per key gathers its hours into a map and walks the hour sequence through it: no
+    join (and, on a grain partitioned by broker, no shuffle)."""
+    measures = [c for c in counts.columns if c not in (*keys, "hour")]
+    spans = counts.groupBy(*keys).agg(
+        F.map_from_entries(F.collect_list(F.struct("hour", F.struct(*measures)))).alias("by_hour"),
+        F.min("hour").alias("first"),
+        F.max("hour").alias("last"),
     )
-    filled = hours.join(counts, [*keys, "hour"], "left")
+    hour = F.explode(F.sequence("first", "last", F.expr("INTERVAL 1 HOUR"))).alias("hour")
+    filled = (
+        spans.select(*keys, "by_hour", hour)
+        .select(*keys, "hour", F.element_at("by_hour", F.col("hour")).alias("m"))
+        .select(*keys, "hour", *(F.col(f"m.{c}").alias(c) for c in measures))
+    )
     zeros: dict[str, bool | float | int | str] = {
         f.name: 0
         for f in counts.schema.fields
-        if f.name not in (*keys, "hour") and f.dataType.typeName() in ("long", "integer")
+        if f.name in measures and f.dataType.typeName() in ("long", "integer")
     }
     return filled.fillna(zeros).withColumn("date", F.to_date("hour"))
 
