@@ -15,6 +15,12 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, NamedTuple
 
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
+
 from chalicelib.core import archive, codec, delivery_policy
 from chalicelib.core.errors import BrokerError, UnavailableError, ValidationError
 from chalicelib.core.event import CloudEvent
@@ -144,12 +150,6 @@ class Delivery:
     def handle_sqs_event(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
         """Deliver a batch; powertools shapes the partial-failure answer from the records whose
         handler raised."""
-        from aws_lambda_powertools.utilities.batch import (
-            BatchProcessor,
-            EventType,
-            process_partial_response,
-        )
-
         records = list(event.get("Records", []))
         archived: list[bytes] = []  # one archive call per invocation, not one per record
         try:

@@ -13,6 +13,13 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+# Imported with the module, never lazily: powertools' packages import each other in a cycle, and a
+# first import racing in two threads (ingress and delivery in the local runtime) fails with
+# "partially initialized module".
+from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import (
+    AmazonCloudWatchEMFProvider,
+)
+
 NAMESPACE = "ServerlessBroker"
 SERVICE = "serverless-broker"
 COUNTERS = ("event_count", "delivery_count", "dead_letter_count", "reply_count")
@@ -150,10 +157,6 @@ def emf_record(
 
 
 def emf_provider() -> Any:
-    from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import (
-        AmazonCloudWatchEMFProvider,
-    )
-
     return AmazonCloudWatchEMFProvider(namespace=NAMESPACE, service=SERVICE)
 
 
