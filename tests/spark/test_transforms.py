@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.sql import functions as F
 
 from spark_glue import pipeline, schema, transforms
 from tests.spark import sample_archive as sample
@@ -134,3 +135,66 @@ def test_rollup_of_event_types_over_dates(spark: Any, result: Any) -> None:
         (r.broker, r.event_type): r.events for r in transforms.rollup_event_types(doubled).collect()
     }
     assert rolled == {("b1", sample.A): 8, ("b1", sample.B): 4, ("b2", sample.C): 2}
+
+
+def test_utc_timestamps_take_the_fast_path_with_the_same_instant(spark: Any) -> None:
+    """The writer's 'Z' form is parsed without a time-zone lookup; every other form (offsets,
+    no date, stray spaces) takes the general cast: both give what a plain cast gives."""
+    texts = [
+        "2024-05-01T10:00:00.123Z", "2024-05-01T10:00:00Z", "2024-05-01T10:00:00.123456Z",
+        "2024-05-01 10:00:00Z", "2024-5-1T1:0:0Z", "2024-05-01T10:00:00.123+02:00",
+        "2024-05-01T23:30:00-05:00", "T10:00:00Z", "10:00:00Z", " 2024-05-01T10:00:00Z ",
+        "2024-05-01T10:00:00.123 Z", "2024-05-01T25:00:00Z", "2024-05-01Z", "Z", "not a time", None,
+        "2024-05-01TZ", "2024-05-01T10Z", "2024-05-01T10:00Z", "2024-05-01T10:00:00ZZ",
+        "2024-05-01T10:00:00.Z", "2024-05-01T10:00:00.1234567Z", "2024-05-01T10:00:00.123z",
+        "+2024-05-01T10:00:00Z", "12024-05-01T10:00:00Z", "2024-05-01t10:00:00Z",
+        "2024-05-01T10:00:00.12:3Z", "2024-02-30T10:00:00Z", "2024-05-01T10:60:00Z",
+    ]  # fmt: skip
+    df = spark.createDataFrame([(t,) for t in texts], "t string")
+    both = df.select(
+        "t",
+        F.unix_micros(transforms._timestamp(F.col("t"))).alias("fast"),
+        F.unix_micros(F.col("t").cast("timestamp")).alias("cast"),
+    ).collect()
+    assert [(r.t, r.fast) for r in both] == [(r.t, r.cast) for r in both]
+    assert both[0].fast == 1714557600123000
+
+
+def test_every_table_is_cut_from_the_cached_grain_without_a_shuffle(result: Any) -> None:
+    """The grain is cached partitioned by broker, and every table groups by broker first: the
+    plans below the cached grain hold no exchange (a broken key or partitioning shows here)."""
+    for name, table in result.tables.items():
+        plan = table._jdf.queryExecution().executedPlan().toString()
+        above_grain = plan.split("InMemoryRelation")[0]
+        assert "InMemoryTableScan" in above_grain, name
+        assert "Exchange" not in above_grain, (name, above_grain)
+
+
+def test_copies_meet_whatever_partitions_they_are_read_in(spark: Any) -> None:
+    """Copies of one record read by different tasks are still merged (the lines are shuffled by
+    a hash of dimensions every copy shares), and the merge keeps the earliest copy."""
+    first = sample.dlv("t1", "e9", sample.A, sample.S1, sample.at(9, 0), 1, 503, "retry", 1.0,
+                       sample.at(9, 0, 1))  # fmt: skip
+    later = [{**first, "at": f"2024-05-01T09:00:0{s}.000Z", "status": 200 + s} for s in (2, 3, 4)]
+    lines = [*later, first, *later]
+    raw = spark.createDataFrame(
+        [(*(r.get(f.name) for f in schema.spark_schema().fields[:-1]), None, f"p{i}")
+         for i, r in enumerate(lines)],
+        schema.spark_schema().add("path", "string"),
+    ).repartition(len(lines))  # fmt: skip
+    rows = transforms.deduplicate(transforms.normalize(raw)).collect()
+    assert [(r.copies, r.status) for r in rows] == [(len(lines), 503)]
+
+
+def test_top_event_types_break_ties_by_name() -> None:
+    rows = [
+        {"event_type": "b", "event_source": "/1", "events": 2},
+        {"event_type": "a", "event_source": "/1", "events": 1},
+        {"event_type": "a", "event_source": "/2", "events": 1},
+        {"event_type": "c", "event_source": "/1", "events": 5},
+    ]
+    assert pipeline._top_types(rows) == [
+        {"event_type": "c", "events": 5, "sources": 1},
+        {"event_type": "a", "events": 2, "sources": 2},
+        {"event_type": "b", "events": 2, "sources": 1},
+    ]
