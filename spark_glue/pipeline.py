@@ -36,6 +36,9 @@ def configure(spark: SparkSession) -> None:
     conf.set("spark.sql.session.timeZone", "UTC")  # hours and dates are UTC, whatever the host
     conf.set("spark.sql.sources.partitionOverwriteMode", "dynamic")  # rewrite only dates we saw
     conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")  # not legacy INT96
+    # A text that does not fit a datetime pattern is null (then cast), never an exception about
+    # what Spark 2's parser would have made of it.
+    conf.set("spark.sql.legacy.timeParserPolicy", "CORRECTED")
 
 
 def read_archive(spark: SparkSession, paths: Sequence[str]) -> DataFrame:

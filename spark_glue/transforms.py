@@ -25,8 +25,6 @@ Decisions, so that a reader of the tables knows what a number means:
 
 from __future__ import annotations
 
-import functools
-
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -354,28 +352,21 @@ def _outcome_code(outcome: Column) -> Column:
     return code
 
 
+# The archive writer's shape (``archive.rfc3339``): UTC with milliseconds.
+WRITER_TIMESTAMP = "yyyy-MM-dd'T'HH:mm:ss.SSSX"
+
+
 def _timestamp(text: Column) -> Column:
-    """An RFC 3339 string as a timestamp. The writer's form, ending in 'Z', is cast through
-    TIMESTAMP_NTZ: the same parse without a per-value time-zone lookup, which is most of the cost
-    of a cast to TIMESTAMP (the session zone is UTC, see ``pipeline.configure``). A time without
-    a date ("T10:00:00Z") is read as today by the cast to TIMESTAMP only, and the NTZ cast
-    accepts shapes the TIMESTAMP cast refuses ("2024-05-01Z", "…T10Z", "…ZZ"): so only the exact
-    shape "YYYY-MM-DDTHH:MM:SS[.fraction]Z" with a digit before the 'Z' takes the fast path
-    (character tests, no regex); every other text, and every other offset, takes the cast."""
-    char = functools.partial(F.substring, text, len=1)
-    utc = (
-        text.endswith("Z")
-        & (char(5) == "-")
-        & (char(8) == "-")
-        & (char(11) == "T")
-        & (char(14) == ":")
-        & (char(17) == ":")
-        & ((F.length(text) == 20) | (char(20) == "."))
-        & char(-2).between("0", "9")
-    )
-    local = text.substr(F.lit(1), F.length(text) - 1)  # without the 'Z'
-    return F.when(utc, local.cast("timestamp_ntz").cast("timestamp")).otherwise(
-        text.cast("timestamp")
+    """An RFC 3339 string as a timestamp. The writer's shape is parsed with its fixed pattern
+    (about twice as fast as a cast, which first works out which of its many forms it holds).
+    Any other text (no fraction, more digits, an offset, stray spaces...) fails the pattern,
+    gives null, and takes the general cast. The pattern is strict (``configure`` sets the
+    CORRECTED parser policy), so where it does parse it gives the cast's instant."""
+    # The pattern's letters match either case ('t', 'z'), which the cast refuses: both upper-case
+    # letters are required first (two scans of a short text, no copies).
+    writer = text.endswith("Z") & text.contains("T")
+    return F.coalesce(
+        F.when(writer, F.to_timestamp(text, WRITER_TIMESTAMP)), text.cast("timestamp")
     )
 
 

@@ -138,8 +138,8 @@ def test_rollup_of_event_types_over_dates(spark: Any, result: Any) -> None:
 
 
 def test_utc_timestamps_take_the_fast_path_with_the_same_instant(spark: Any) -> None:
-    """The writer's 'Z' form is parsed without a time-zone lookup; every other form (offsets,
-    no date, stray spaces) takes the general cast: both give what a plain cast gives."""
+    """The writer's shape is parsed with its fixed pattern; every other form (offsets, no date,
+    stray spaces, other precisions) takes the general cast: both give what a plain cast gives."""
     texts = [
         "2024-05-01T10:00:00.123Z", "2024-05-01T10:00:00Z", "2024-05-01T10:00:00.123456Z",
         "2024-05-01 10:00:00Z", "2024-5-1T1:0:0Z", "2024-05-01T10:00:00.123+02:00",
@@ -149,6 +149,12 @@ def test_utc_timestamps_take_the_fast_path_with_the_same_instant(spark: Any) -> 
         "2024-05-01T10:00:00.Z", "2024-05-01T10:00:00.1234567Z", "2024-05-01T10:00:00.123z",
         "+2024-05-01T10:00:00Z", "12024-05-01T10:00:00Z", "2024-05-01t10:00:00Z",
         "2024-05-01T10:00:00.12:3Z", "2024-02-30T10:00:00Z", "2024-05-01T10:60:00Z",
+        "2024-02-30T10:00:00.123Z", "2024-05-01T10:00:00.1Z", "2024-05-01T10:00:00.1234Z",
+        "2024-05-01T10:00:00.123+02", "2024-05-01T10:00:00.123+0200",
+        "2024-05-01T10:00:00.123-05:30",
+        "2024-05-01T10:00:00.123z", "2024-05-01T10:00:00.123Z ", "0001-01-01T00:00:00.000Z",
+        "9999-12-31T23:59:59.999Z", "2024-05-01T24:00:00.000Z", "1970-01-01T00:00:00.000Z",
+        "2024-05-01t10:00:00.123Z", "2024-05-01T10:00:00.123Zz", "2024-05-01T10:00:00.123ZZ",
     ]  # fmt: skip
     df = spark.createDataFrame([(t,) for t in texts], "t string")
     both = df.select(
