@@ -47,7 +47,7 @@ def normalize(raw: DataFrame) -> DataFrame:
     kind = F.col("kind")
     accepted, delivery = kind == "accepted", kind == "delivery"
     # Both timestamps are parsed once, in a projection of their own: the optimizer keeps it apart
-    # (a cast is not cheap enough to repeat), so the expressions below reuse the parsed values.
+    # (a parse is not cheap enough to repeat), so the expressions below reuse the parsed values.
     parsed = raw.select(
         "*",
         _timestamp(F.col("at")).alias("at_ts"),
@@ -180,10 +180,9 @@ def grain(clean: DataFrame) -> DataFrame:
 def broker_hourly(grain: DataFrame) -> DataFrame:
     """Per broker and hour: accepted, rejected, matched (events routed to ≥ 1 trigger), no_match,
     trigger_matches (the fan-out: sum of matched triggers) and accepted_bytes."""
-    keys = ["namespace", "broker"]
     rows = _valid(grain).where(F.col("kind").isin("accepted", "rejected"))
     accepted = F.col("kind") == "accepted"
-    counts = rows.groupBy(*keys, "hour").agg(
+    counts = rows.groupBy(*BROKER, "hour").agg(
         _sum_when(accepted, "records").alias("accepted"),
         _sum_when(~accepted, "records").alias("rejected"),
         _sum_when(accepted, "matched").alias("matched"),
@@ -191,7 +190,7 @@ def broker_hourly(grain: DataFrame) -> DataFrame:
         _sum_when(accepted, "trigger_matches").alias("trigger_matches"),
         _sum_when(accepted, "bytes").alias("accepted_bytes"),
     )
-    return _dense(counts, keys)
+    return _dense(counts, BROKER)
 
 
 def broker_rejections(grain: DataFrame) -> DataFrame:
@@ -246,8 +245,7 @@ def trigger_hourly(grain: DataFrame) -> DataFrame:
     """Per trigger and hour: attempts, delivered (replies included), replies, retries,
     dead_lettered, transport_errors (no status), latency p50/p95/p99 (ms, arrival to success) and
     the mean duration of one attempt."""
-    keys = ["namespace", "broker", "trigger"]
-    return _dense(trigger_figures(grain, ["hour"]), keys)
+    return _dense(trigger_figures(grain, ["hour"]), [*BROKER, "trigger"])
 
 
 def trigger_figures(grain: DataFrame, by: list[str]) -> DataFrame:

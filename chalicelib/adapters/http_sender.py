@@ -133,7 +133,7 @@ class Urllib3Sender:
                 headers=headers,
                 redirect=False,
                 retries=False,
-                timeout=self._timeouts.get(timeout) or self._timeout(timeout),
+                timeout=self._timeout(timeout),
                 preload_content=False,
             )
             try:

@@ -369,17 +369,11 @@ class Delivery:
         """Read the answer (DESIGN.md §2.3): the outcome, and the reply event if there is one."""
         response = job.response
         assert response is not None
-        status = response.status
-        if status is not None and 200 < status < 300:
-            job.outcome = _SUCCESS  # 2xx but 200: delivered, and never a reply (as ``classify``)
-            return
-        reply_event, reply_invalid = self._reply_of(response)
-        outcome = delivery_policy.classify(
+        reply_event, reply_invalid = self._reply_of(response)  # none in dead-letter mode
+        job.outcome = delivery_policy.classify(
             response.status, has_reply_event=reply_event is not None, reply_invalid=reply_invalid
         )
-        if outcome is _REPLY and (reply_event is None or self._dead_letter_mode):
-            outcome = _SUCCESS
-        job.outcome, job.reply = outcome, reply_event
+        job.reply = reply_event
 
     def _settle(self, job: _Job, archived: list[bytes]) -> None:
         """Act on the answer: ingest a reply, schedule a retry, dead-letter, and record it."""

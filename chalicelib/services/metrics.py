@@ -51,7 +51,7 @@ class Metrics:
         self._latency: dict[tuple[str, Dims], list[float]] = {}
 
     def count(self, name: str, dimensions: Mapping[str, str], value: float = 1.0) -> None:
-        self._add(name, "Count", dimensions, value)
+        self.count_sorted(name, tuple(sorted(dimensions.items())), value)
 
     def count_sorted(self, name: str, dims: Dims, value: float = 1.0) -> None:
         """``count`` for dimensions already given as (name, value) pairs sorted by name."""
@@ -64,23 +64,16 @@ class Metrics:
             entry = metrics.get(name)
             if entry is None:
                 metrics[name] = ("Count", [value])
-            else:
+            else:  # counters are summed: one EMF value per flush, not one per call
                 entry[1][0] += value
 
     def latency(self, name: str, dimensions: Mapping[str, str], ms: float) -> None:
-        self._add(name, "Milliseconds", dimensions, ms)
-
-    def _add(self, name: str, unit: str, dimensions: Mapping[str, str], value: float) -> None:
         if not self._enabled:
             return
         dims = tuple(sorted(dimensions.items()))
         with self._lock:
             metrics = self._pending.setdefault(dims, {})
-            values = metrics.setdefault(name, (unit, []))[1]
-            if unit == "Count" and values:
-                values[0] += value  # counters are summed: one EMF value per flush, not one per call
-            else:
-                values.append(value)
+            metrics.setdefault(name, ("Milliseconds", []))[1].append(ms)
 
     def flush(self) -> None:
         """Emit what was measured since the last flush: one EMF document per dimension set."""
