@@ -5,6 +5,8 @@ explicit schema) and the same metrics in DuckDB (what a single-machine user woul
     .venv/bin/python benchmarks/metrics_job.py [--sizes 1m]
 
 ``--sizes`` measures only some archive sizes (while iterating) and writes no result file.
+``--breakdown`` instead times the job's first Spark job stage by stage on the 1 M archive (see
+``_breakdown_worker``) and writes ``benchmarks/results/metrics_job_breakdown.json``.
 Archives are generated once (deterministic seed) into ``benchmarks/.data/`` and reused. Each Spark
 measurement runs in its own process (so peak memory is its own), after a warm-up on a tiny archive;
 JVM start-up is outside the timings of both the job and the floor.
@@ -200,6 +202,106 @@ def _spark_worker(mode: str, path: str, out: str, repeat: int) -> dict[str, Any]
         work()
         seconds.append(time.monotonic() - started)
     return {"seconds": seconds}
+
+
+# What the job's first Spark job does, one step more per stage, each run to a no-op sink (every
+# column computed, nothing written), so the cost of a step is the difference to the stage before.
+BREAKDOWN_STAGES = (
+    ("read", "read, every column parsed (the floor, to a no-op sink)"),
+    ("exact_dedup", "read the record-key columns, exact dropDuplicates, count"),
+    ("normalize", "read + normalize (timestamps, malformed reason, late flag)"),
+    ("deduplicate", "+ deduplicate (the line shuffle and the dedup aggregate)"),
+    ("grain", "+ the grain aggregate"),
+    ("grain_cached", "+ partition by broker, sort by kind, cache (the job's first Spark job)"),
+    ("job", "the whole job (tables, summary, writes)"),
+)
+
+
+def _breakdown_worker(path: str, out: str, rounds: int) -> dict[str, Any]:
+    """Each stage of ``BREAKDOWN_STAGES``, interleaved round by round (so JIT warm-up and machine
+    noise spread over all of them), after one warm-up round on the same archive; best per stage."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from spark_glue import local, pipeline, transforms
+
+    spark = local.session()
+
+    def raw() -> Any:
+        return pipeline.read_archive(spark, [path])
+
+    def noop(df: Any) -> None:
+        df.write.format("noop").mode("overwrite").save()
+
+    def exact_dedup() -> None:
+        event = {"id": "event_id", "source": "event_source", "type": "event_type"}
+        key = [
+            *(F.col(c) for c in ("kind", "namespace", "broker", "trigger", "attempt", "reason")),
+            *(F.coalesce(f"event.{k}", v).alias(k) for k, v in event.items()),
+        ]
+        raw().select(*key).dropDuplicates().count()
+
+    def grain_cached() -> None:
+        grain = (
+            transforms.grain(transforms.deduplicate(transforms.normalize(raw())))
+            .repartition(spark.sparkContext.defaultParallelism, *transforms.BROKER)
+            .sortWithinPartitions("kind")
+            .persist(StorageLevel.MEMORY_AND_DISK)
+        )
+        grain.count()
+        grain.unpersist()
+
+    def job() -> None:
+        result = pipeline.compute(raw())
+        pipeline.write(result, out)
+        result.release()
+
+    stages = {
+        "read": lambda: noop(raw()),
+        "exact_dedup": exact_dedup,
+        "normalize": lambda: noop(transforms.normalize(raw())),
+        "deduplicate": lambda: noop(transforms.deduplicate(transforms.normalize(raw()))),
+        "grain": lambda: noop(
+            transforms.grain(transforms.deduplicate(transforms.normalize(raw())))
+        ),
+        "grain_cached": grain_cached,
+        "job": job,
+    }
+    seconds: dict[str, list[float]] = {name: [] for name in stages}
+    for n in range(rounds + 1):
+        for name, work in stages.items():
+            started = time.monotonic()
+            work()
+            if n:  # round 0 warms the JIT on this archive
+                seconds[name].append(time.monotonic() - started)
+        print(f"round {n}", file=sys.stderr, flush=True)
+    return {"seconds": seconds}
+
+
+def breakdown(rounds: int) -> None:
+    archive_dir = ensure_archive("1m")
+    out = DATA / "out" / "breakdown-1m"
+    cmd = [sys.executable, __file__, "--worker", "breakdown", str(archive_dir), str(out)]
+    done = subprocess.run([*cmd, str(rounds)], check=True, stdout=subprocess.PIPE, text=True)
+    seconds = json.loads(done.stdout.strip().splitlines()[-1])["seconds"]
+    best = {name: min(times) for name, times in seconds.items()}
+    read = best["read"]
+    rows, previous = [], None
+    for name, what in BREAKDOWN_STAGES:
+        step = "" if previous is None or name == "exact_dedup" else f"{best[name] - previous:+.2f}"
+        rows.append((name, f"{best[name]:.2f}", step, f"{best[name] / read:.2f}", what))
+        if name != "exact_dedup":
+            previous = best[name]
+    print_table(rows, ("stage", "best s", "step s", "x read", "what"))
+    write_result(
+        "metrics_job_breakdown",
+        {f"{name}_over_read": best[name] / read for name, _ in BREAKDOWN_STAGES},
+        f"local[2], 1M archive, best of {rounds} interleaved rounds after a warm-up round on the "
+        "same archive; stages run to a no-op sink; the step of a stage is its time minus the "
+        "stage before (exact_dedup stands apart: a lower bound for any exact deduplication)",
+        seconds={name: round(t, 3) for name, t in best.items()},
+        stages=dict(BREAKDOWN_STAGES),
+    )
 
 
 DUCKDB_COLUMNS = {
@@ -435,12 +537,22 @@ if __name__ == "__main__":
         mode, path, out, repeat = sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
         if mode == "duckdb":
             print(json.dumps(_duckdb_worker(path, out, repeat)))
+        elif mode == "breakdown":
+            print(json.dumps(_breakdown_worker(path, out, repeat)))
         else:
             print(json.dumps(_spark_worker(mode, path, out, repeat)))
     else:
         parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
         parser.add_argument("--sizes", default=",".join(SIZES), help="e.g. 1m (comma-separated)")
-        chosen = parser.parse_args().sizes.split(",")
+        parser.add_argument(
+            "--breakdown", action="store_true", help="time the job stage by stage (1m only)"
+        )
+        parser.add_argument("--rounds", type=int, default=3, help="rounds of --breakdown")
+        args = parser.parse_args()
+        if args.breakdown:
+            breakdown(args.rounds)
+            sys.exit(0)
+        chosen = args.sizes.split(",")
         if unknown := set(chosen) - set(SIZES):
             parser.error(f"unknown sizes: {sorted(unknown)}")
         main([name for name in SIZES if name in chosen])
