@@ -5,10 +5,11 @@ the tables, and gather the figures that ``summary.json`` and the report show."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,34 @@ def read_archive(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
     )
 
 
+# An archive key's hour prefix, just before the file name: .../YYYY/MM/DD/HH/<file>
+_FILED = re.compile(r"/(\d{4})/(\d{2})/(\d{2})/(\d{2})/[^/]+$")
+
+
+def with_filed_hours(raw: DataFrame) -> DataFrame:
+    """``raw`` with ``filed``: the hour each line's file is filed under, parsed once per file here
+    (on the driver, from the files the read listed) and broadcast, instead of cut from the path of
+    every line. A file whose key has no hour prefix gets null; so does a line whose path Spark
+    spells differently from the listing: ``normalize`` then reads the hour from the line's path."""
+    rows = []
+    for uri in raw.inputFiles():
+        match = _FILED.search(uri)
+        if match is None:
+            continue
+        try:
+            year, month, day, hh = (int(g) for g in match.groups())
+            hour = datetime(year, month, day, hh, tzinfo=UTC)
+        except ValueError:  # not a date: left to the per-line check, which refuses it too
+            continue
+        # The listing spells local files file:///path; a line's metadata spells them file:/path.
+        spellings = {uri, re.sub(r"^file:///", "file:/", uri)}
+        rows += [(spelling, hour) for spelling in spellings]
+    if not rows:
+        return raw
+    hours = raw.sparkSession.createDataFrame(rows, f"path string, {transforms.FILED} timestamp")
+    return raw.join(F.broadcast(hours), "path", "left")
+
+
 @dataclass
 class Result:
     grain: DataFrame
@@ -69,17 +98,16 @@ def compute(raw: DataFrame, dates: Sequence[str] | None = None) -> Result:
     """Run the transforms. The archive is parsed and deduplicated once, in the job that builds the
     (small, cached) grain; every table and figure is cut from the grain. With ``dates`` (ISO
     days), only records of those dates are kept (incremental runs read a day more than that)."""
-    clean = transforms.deduplicate(transforms.normalize(raw))
+    clean = transforms.deduplicate(transforms.normalize(with_filed_hours(raw)))
     if dates is not None:
         clean = clean.where(F.col("malformed").isNotNull() | F.col("date").isin(list(dates)))
     # The grain is small: as many partitions as cores, by broker, so that every table is cut from
-    # it with no shuffle. Sorted by kind, each table's scan skips the cached batches of the other
-    # kinds (the columnar cache keeps each batch's min and max).
+    # it with no shuffle. (Sorting it by kind, so that a table's scan could skip the cached batches
+    # of other kinds, cost more to build than the scans saved: 0.3 s at 1 M records.)
     parallelism = raw.sparkSession.sparkContext.defaultParallelism
     grain = (
         transforms.grain(clean)
         .repartition(parallelism, *transforms.BROKER)
-        .sortWithinPartitions("kind")
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
     grain.count()  # built once, before the concurrent jobs below all read it

@@ -43,7 +43,8 @@ def normalize(raw: DataFrame) -> DataFrame:
     """One narrow row per line: typed, flat columns, ``malformed`` (a reason, or null) and
     ``late`` (0 or 1).
 
-    ``raw`` has the columns of ``schema.spark_schema()`` and ``path`` (the file it came from)."""
+    ``raw`` has the columns of ``schema.spark_schema()`` and ``path`` (the file it came from), and
+    may have ``filed`` (see ``_late``)."""
     kind = F.col("kind")
     accepted, delivery = kind == "accepted", kind == "delivery"
     # Both timestamps are parsed once, in a projection of their own: the optimizer keeps it apart
@@ -54,13 +55,7 @@ def normalize(raw: DataFrame) -> DataFrame:
         F.when(delivery, _timestamp(F.col("arrival"))).alias("arrival_ts"),
     )
     at, arrival = F.col("at_ts"), F.col("arrival_ts")
-    # The hour prefix of the file, "YYYY/MM/DD/HH", against the same text of ``at`` (written in UTC
-    # with 'Z'): string functions per line, cheaper than extracting and parsing the path's date.
-    path_hour = F.substring(F.substring_index("path", "/", -5), 1, 13)
-    at_hour = F.when(
-        F.col("at").endswith("Z"), F.translate(F.substring("at", 1, 13), "-T", "//")
-    ).otherwise(F.date_format(at, "yyyy/MM/dd/HH"))
-    late = (path_hour.rlike(_PATH_HOUR)) & (at_hour < path_hour)
+    late = _late(raw, at)
     return parsed.select(
         kind.alias("kind"),
         F.col("namespace"),
@@ -341,6 +336,26 @@ def _dense(counts: DataFrame, keys: list[str]) -> DataFrame:
         if f.name in measures and f.dataType.typeName() in ("long", "integer")
     }
     return filled.fillna(zeros).withColumn("date", F.to_date("hour"))
+
+
+# The hour a line's file is filed under (the ``YYYY/MM/DD/HH`` prefix of its key), when the reader
+# knows it: ``pipeline.with_filed_hours`` parses it once per file and joins it on.
+FILED = "filed"
+
+
+def _late(raw: DataFrame, at: Column) -> Column:
+    """Whether a line's ``at`` falls before the hour its file is filed under. With ``filed`` that
+    is one comparison per line; a line without it (a frame built by hand, a path the reader's
+    table does not spell the same way) compares the same text of both hours, cut from its ``at``
+    and its path with string functions per line (twice the cost)."""
+    path_hour = F.substring(F.substring_index("path", "/", -5), 1, 13)
+    at_hour = F.when(
+        F.col("at").endswith("Z"), F.translate(F.substring("at", 1, 13), "-T", "//")
+    ).otherwise(F.date_format(at, "yyyy/MM/dd/HH"))
+    by_path = path_hour.rlike(_PATH_HOUR) & (at_hour < path_hour)
+    if FILED not in raw.columns:
+        return by_path
+    return F.coalesce(at < F.col(FILED), by_path)
 
 
 def _outcome_code(outcome: Column) -> Column:

@@ -44,6 +44,39 @@ def test_the_archive_is_read_with_the_explicit_schema(spark: Any, archive_dir: P
     assert raw.count() == sample.LINES  # gzip file included, every line (malformed too) kept
 
 
+def test_the_hour_each_file_is_filed_under_is_joined_once_per_file(
+    spark: Any, archive_dir: Path
+) -> None:
+    """Every line gets its file's hour (parsed on the driver, not per line), and the late flag it
+    gives is the one the per-line path check gives: the sample's one late record, and no other."""
+    raw = pipeline.read_archive(spark, [str(archive_dir)])
+    joined = pipeline.with_filed_hours(raw)
+    assert joined.where(F.col(transforms.FILED).isNull()).count() == 0
+    filed = {(r.path.split("/archive/")[1][:13], _hour(r.filed)) for r in joined.collect()}
+    assert {(prefix, int(prefix[-2:])) for prefix, _ in filed} == filed
+
+    def late(df: Any) -> list[tuple[Any, ...]]:
+        rows = transforms.normalize(df).select("kind", "event_id", "attempt", "at", "late")
+        return sorted(tuple(r) for r in rows.collect() if r.late)
+
+    assert late(joined) == late(raw)
+    assert [(kind, event_id) for kind, event_id, *_ in late(joined)] == [("accepted", "e4")]
+
+
+def test_a_path_the_listing_does_not_know_takes_the_per_line_check(spark: Any) -> None:
+    """Without a filed hour (a path spelt another way, a key with no hour prefix) the hour comes
+    from the line's own path; a path that is not an hour prefix never makes a line late."""
+    record = sample.acc("e1", sample.A, sample.S1, [], 10, sample.at(9, 59, 59, 999))
+    paths = ["s3://b/archive/2024/05/01/10/f", "s3://b/archive/2024/05/01/09/f", "s3://b/x/f"]
+    raw = spark.createDataFrame(
+        [(*(record.get(f.name) for f in schema.spark_schema().fields[:-1]), None, p, None)
+         for p in paths],
+        schema.spark_schema().add("path", "string").add(transforms.FILED, "timestamp"),
+    )  # fmt: skip
+    rows = transforms.normalize(raw).collect()
+    assert [r.late for r in rows] == [1, 0, 0]
+
+
 def test_broker_hourly_is_dense_and_counts_each_event_once(result: Any) -> None:
     rows = result.tables["broker_hourly"].collect()
     got = {
