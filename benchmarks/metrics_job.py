@@ -209,10 +209,10 @@ def _spark_worker(mode: str, path: str, out: str, repeat: int) -> dict[str, Any]
 BREAKDOWN_STAGES = (
     ("read", "read, every column parsed (the floor, to a no-op sink)"),
     ("exact_dedup", "read the record-key columns, exact dropDuplicates, count"),
-    ("normalize", "read + normalize (timestamps, malformed reason, late flag)"),
+    ("normalize", "read, join each file's hour, normalize (timestamps, malformed, late)"),
     ("deduplicate", "+ deduplicate (the line shuffle and the dedup aggregate)"),
     ("grain", "+ the grain aggregate"),
-    ("grain_cached", "+ partition by broker, sort by kind, cache (the job's first Spark job)"),
+    ("grain_cached", "+ partition by broker, cache (the job's first Spark job)"),
     ("job", "the whole job (tables, summary, writes)"),
 )
 
@@ -220,15 +220,17 @@ BREAKDOWN_STAGES = (
 def _breakdown_worker(path: str, out: str, rounds: int) -> dict[str, Any]:
     """Each stage of ``BREAKDOWN_STAGES``, interleaved round by round (so JIT warm-up and machine
     noise spread over all of them), after one warm-up round on the same archive; best per stage."""
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     from spark_glue import local, pipeline, transforms
 
     spark = local.session()
 
-    def raw() -> Any:
+    def plain() -> Any:
         return pipeline.read_archive(spark, [path])
+
+    def raw() -> Any:  # what the job reads: each file's hour joined on
+        return pipeline.with_filed_hours(plain())
 
     def noop(df: Any) -> None:
         df.write.format("noop").mode("overwrite").save()
@@ -239,25 +241,20 @@ def _breakdown_worker(path: str, out: str, rounds: int) -> dict[str, Any]:
             *(F.col(c) for c in ("kind", "namespace", "broker", "trigger", "attempt", "reason")),
             *(F.coalesce(f"event.{k}", v).alias(k) for k, v in event.items()),
         ]
-        raw().select(*key).dropDuplicates().count()
+        plain().select(*key).dropDuplicates().count()
 
     def grain_cached() -> None:
-        grain = (
-            transforms.grain(transforms.deduplicate(transforms.normalize(raw())))
-            .repartition(spark.sparkContext.defaultParallelism, *transforms.BROKER)
-            .sortWithinPartitions("kind")
-            .persist(StorageLevel.MEMORY_AND_DISK)
-        )
+        grain = pipeline.cached_grain(transforms.deduplicate(transforms.normalize(raw())))
         grain.count()
         grain.unpersist()
 
     def job() -> None:
-        result = pipeline.compute(raw())
+        result = pipeline.compute(plain())
         pipeline.write(result, out)
         result.release()
 
     stages = {
-        "read": lambda: noop(raw()),
+        "read": lambda: noop(plain()),
         "exact_dedup": exact_dedup,
         "normalize": lambda: noop(transforms.normalize(raw())),
         "deduplicate": lambda: noop(transforms.deduplicate(transforms.normalize(raw()))),

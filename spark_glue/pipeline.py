@@ -101,15 +101,7 @@ def compute(raw: DataFrame, dates: Sequence[str] | None = None) -> Result:
     clean = transforms.deduplicate(transforms.normalize(with_filed_hours(raw)))
     if dates is not None:
         clean = clean.where(F.col("malformed").isNotNull() | F.col("date").isin(list(dates)))
-    # The grain is small: as many partitions as cores, by broker, so that every table is cut from
-    # it with no shuffle. (Sorting it by kind, so that a table's scan could skip the cached batches
-    # of other kinds, cost more to build than the scans saved: 0.3 s at 1 M records.)
-    parallelism = raw.sparkSession.sparkContext.defaultParallelism
-    grain = (
-        transforms.grain(clean)
-        .repartition(parallelism, *transforms.BROKER)
-        .persist(StorageLevel.MEMORY_AND_DISK)
-    )
+    grain = cached_grain(clean)
     grain.count()  # built once, before the concurrent jobs below all read it
     tables = {name: getattr(transforms, name)(grain) for name in TABLES}
     for name in _SUMMARISED:  # read again by the summary, then written
@@ -117,6 +109,19 @@ def compute(raw: DataFrame, dates: Sequence[str] | None = None) -> Result:
     queries = _summary_queries(grain, tables)
     rows = _concurrently({name: partial(_rows, df) for name, df in queries.items()})
     return Result(grain, tables, _summary(rows))
+
+
+def cached_grain(clean: DataFrame) -> DataFrame:
+    """The grain of ``clean`` (deduplicated records), to be cached: small, so as many partitions
+    as cores, by broker, so that every table is cut from it with no shuffle. (Sorting it by kind,
+    so that a table's scan could skip the cached batches of other kinds, cost more to build than
+    the scans saved: 0.3 s at 1 M records.)"""
+    parallelism = clean.sparkSession.sparkContext.defaultParallelism
+    return (
+        transforms.grain(clean)
+        .repartition(parallelism, *transforms.BROKER)
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
 
 
 _SUMMARISED = ("broker_hourly", "broker_rejections", "trigger_hourly", "event_types")
