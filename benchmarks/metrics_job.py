@@ -229,9 +229,6 @@ def _breakdown_worker(path: str, out: str, rounds: int) -> dict[str, Any]:
     def plain() -> Any:
         return pipeline.read_archive(spark, [path])
 
-    def raw() -> Any:  # what the job reads: each file's hour joined on
-        return pipeline.with_filed_hours(plain())
-
     def noop(df: Any) -> None:
         df.write.format("noop").mode("overwrite").save()
 
@@ -244,7 +241,7 @@ def _breakdown_worker(path: str, out: str, rounds: int) -> dict[str, Any]:
         plain().select(*key).dropDuplicates().count()
 
     def grain_cached() -> None:
-        grain = pipeline.cached_grain(transforms.deduplicate(transforms.normalize(raw())))
+        grain = pipeline.cached_grain(pipeline.records(plain()))
         grain.count()
         grain.unpersist()
 
@@ -256,11 +253,9 @@ def _breakdown_worker(path: str, out: str, rounds: int) -> dict[str, Any]:
     stages = {
         "read": lambda: noop(plain()),
         "exact_dedup": exact_dedup,
-        "normalize": lambda: noop(transforms.normalize(raw())),
-        "deduplicate": lambda: noop(transforms.deduplicate(transforms.normalize(raw()))),
-        "grain": lambda: noop(
-            transforms.grain(transforms.deduplicate(transforms.normalize(raw())))
-        ),
+        "normalize": lambda: noop(transforms.normalize(pipeline.with_filed_hours(plain()))),
+        "deduplicate": lambda: noop(pipeline.records(plain())),
+        "grain": lambda: noop(transforms.grain(pipeline.records(plain()))),
         "grain_cached": grain_cached,
         "job": job,
     }

@@ -98,7 +98,7 @@ def compute(raw: DataFrame, dates: Sequence[str] | None = None) -> Result:
     """Run the transforms. The archive is parsed and deduplicated once, in the job that builds the
     (small, cached) grain; every table and figure is cut from the grain. With ``dates`` (ISO
     days), only records of those dates are kept (incremental runs read a day more than that)."""
-    clean = transforms.deduplicate(transforms.normalize(with_filed_hours(raw)))
+    clean = records(raw)
     if dates is not None:
         clean = clean.where(F.col("malformed").isNotNull() | F.col("date").isin(list(dates)))
     grain = cached_grain(clean)
@@ -109,6 +109,12 @@ def compute(raw: DataFrame, dates: Sequence[str] | None = None) -> Result:
     queries = _summary_queries(grain, tables)
     rows = _concurrently({name: partial(_rows, df) for name, df in queries.items()})
     return Result(grain, tables, _summary(rows))
+
+
+def records(raw: DataFrame) -> DataFrame:
+    """One row per record of ``raw`` (malformed lines: one per reason): each file's hour joined,
+    normalized, deduplicated."""
+    return transforms.deduplicate(transforms.normalize(with_filed_hours(raw)))
 
 
 def cached_grain(clean: DataFrame) -> DataFrame:
