@@ -212,7 +212,7 @@ BREAKDOWN_STAGES = (
     ("normalize", "read, join each file's hour, normalize (timestamps, malformed, late)"),
     ("deduplicate", "+ deduplicate (the line shuffle and the dedup aggregate)"),
     ("grain", "+ the grain aggregate"),
-    ("grain_cached", "+ partition by broker, cache (the job's first Spark job)"),
+    ("grain_cached", "+ partition by broker, checkpoint (the job's first Spark job)"),
     ("job", "the whole job (tables, summary, writes)"),
 )
 
@@ -241,9 +241,7 @@ def _breakdown_worker(path: str, out: str, rounds: int) -> dict[str, Any]:
         plain().select(*key).dropDuplicates().count()
 
     def grain_cached() -> None:
-        grain = pipeline.cached_grain(pipeline.records(plain()))
-        grain.count()
-        grain.unpersist()
+        pipeline.release_grain(pipeline.cached_grain(pipeline.records(plain())))
 
     def job() -> None:
         result = pipeline.compute(plain())

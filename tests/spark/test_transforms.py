@@ -200,13 +200,13 @@ def test_utc_timestamps_take_the_fast_path_with_the_same_instant(spark: Any) -> 
 
 
 def test_every_table_is_cut_from_the_cached_grain_without_a_shuffle(result: Any) -> None:
-    """The grain is cached partitioned by broker, and every table groups by broker first: the
-    plans below the cached grain hold no exchange (a broken key or partitioning shows here)."""
+    """The grain is checkpointed partitioned by broker, and every table groups by broker first:
+    each table's plan starts from the checkpoint and holds no exchange (a broken key or
+    partitioning shows here)."""
     for name, table in result.tables.items():
         plan = table._jdf.queryExecution().executedPlan().toString()
-        above_grain = plan.split("InMemoryRelation")[0]
-        assert "InMemoryTableScan" in above_grain, name
-        assert "Exchange" not in above_grain, (name, above_grain)
+        assert "Scan ExistingRDD" in plan, name
+        assert "Exchange" not in plan, (name, plan)
 
 
 def test_copies_meet_whatever_partitions_they_are_read_in(spark: Any) -> None:
