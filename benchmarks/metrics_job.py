@@ -409,17 +409,22 @@ def _duckdb_worker(path: str, out: str, repeat: int) -> dict[str, Any]:
 
 
 def _rss_tree(pid: int) -> int:
-    """Resident bytes of a process and all its descendants (the Python driver and its JVM)."""
+    """Resident bytes of a process and its descendants that are Python or Java (the driver and
+    its JVM). Other descendants are left out: a helper the JVM forks (Hadoop's local file system
+    runs ``chmod`` when it has no native library) reports the JVM's pages as its own until it
+    execs, which once counted the JVM twice (a peak of 6.9 GB for a 2.4 GB run)."""
     total, stack = 0, [pid]
     while stack:
         p = stack.pop()
         try:
             with open(f"/proc/{p}/status") as fh:
-                total += next(int(x.split()[1]) * 1024 for x in fh if x.startswith("VmRSS:"))
+                status = dict(line.split(":", 1) for line in fh if ":" in line)
+            if p == pid or status["Name"].strip().startswith(("python", "java")):
+                total += int(status["VmRSS"].split()[0]) * 1024
             for task in os.listdir(f"/proc/{p}/task"):
                 with open(f"/proc/{p}/task/{task}/children") as fh:
                     stack += [int(c) for c in fh.read().split()]
-        except (FileNotFoundError, ProcessLookupError, StopIteration):
+        except (FileNotFoundError, ProcessLookupError, KeyError):
             continue
     return total
 

@@ -209,6 +209,22 @@ def test_every_table_is_cut_from_the_cached_grain_without_a_shuffle(result: Any)
         assert "Exchange" not in plan, (name, plan)
 
 
+def test_release_drops_the_grain_and_the_held_tables(spark: Any, archive_dir: Path) -> None:
+    """The grain is a local checkpoint, which ``unpersist`` does not reach: ``release`` drops its
+    blocks (and the held tables), so a process running many jobs does not keep every grain."""
+    res = pipeline.compute(pipeline.read_archive(spark, [str(archive_dir)]))
+    grain_rdd = res.grain._jdf.queryExecution().logical().rdd().id()
+
+    def held() -> set[int]:
+        return {info.id() for info in spark.sparkContext._jsc.sc().getRDDStorageInfo()}
+
+    assert grain_rdd in held()
+    assert any(df.is_cached for df in res.tables.values())
+    res.release()
+    assert grain_rdd not in held()
+    assert not any(df.is_cached for df in res.tables.values())
+
+
 def test_copies_meet_whatever_partitions_they_are_read_in(spark: Any) -> None:
     """Copies of one record read by different tasks are still merged (the lines are shuffled by
     a hash of dimensions every copy shares), and the merge keeps the earliest copy."""
