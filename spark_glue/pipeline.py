@@ -97,7 +97,7 @@ class Result:
 
 def compute(raw: DataFrame, dates: Sequence[str] | None = None) -> Result:
     """Run the transforms. The archive is parsed and deduplicated once, in the job that builds the
-    (small, cached) grain; every table and figure is cut from the grain. With ``dates`` (ISO
+    (small, checkpointed) grain; every table and figure is cut from the grain. With ``dates`` (ISO
     days), only records of those dates are kept (incremental runs read a day more than that)."""
     clean = records(raw)
     if dates is not None:
@@ -134,10 +134,15 @@ def cached_grain(clean: DataFrame) -> DataFrame:
     return transforms.grain(clean).repartition(parallelism, *transforms.BROKER).localCheckpoint()
 
 
+def grain_blocks(grain: DataFrame) -> Any:
+    """The (JVM) RDD whose blocks hold a grain from ``cached_grain``."""
+    return grain._jdf.queryExecution().logical().rdd()
+
+
 def release_grain(grain: DataFrame) -> None:
     """Drop the blocks of a grain from ``cached_grain``; the frame cannot be read after this.
     (``unpersist`` does not reach them: a checkpointed frame is not in Spark's cache.)"""
-    grain._jdf.queryExecution().logical().rdd().unpersist(False)
+    grain_blocks(grain).unpersist(False)
 
 
 _SUMMARISED = ("broker_hourly", "broker_rejections", "trigger_hourly", "event_types")

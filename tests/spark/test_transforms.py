@@ -213,7 +213,7 @@ def test_release_drops_the_grain_and_the_held_tables(spark: Any, archive_dir: Pa
     """The grain is a local checkpoint, which ``unpersist`` does not reach: ``release`` drops its
     blocks (and the held tables), so a process running many jobs does not keep every grain."""
     res = pipeline.compute(pipeline.read_archive(spark, [str(archive_dir)]))
-    grain_rdd = res.grain._jdf.queryExecution().logical().rdd().id()
+    grain_rdd = pipeline.grain_blocks(res.grain).id()
 
     def held() -> set[int]:
         return {info.id() for info in spark.sparkContext._jsc.sc().getRDDStorageInfo()}
