@@ -90,12 +90,32 @@ _KEPT = ("status", "outcome", "latency_ms", "e2e_ms", "size", "matched_triggers"
 def deduplicate(lines: DataFrame) -> DataFrame:
     """One row per record, with ``copies`` (how many lines carried it) and ``late`` (how many of
     them were late); malformed lines collapse to one row per reason; then ``hour``, ``date`` and
-    ``cell``.
+    ``cell`` (see ``by_cell``)."""
+    grouped = (
+        by_cell(lines)
+        .groupBy("cell", *DEDUP_KEY, "uid", "malformed")
+        .agg(
+            F.min("at").alias("at"),
+            *(F.min_by(c, "at").alias(c) for c in _KEPT),
+            F.count(F.lit(1)).alias("copies"),
+            F.sum("late").alias("late"),
+        )
+    )
+    return grouped.drop("uid", "event_id").select(
+        "*",
+        F.date_trunc("hour", "at").alias("hour"),
+        F.to_date("at").alias("date"),
+    )
 
-    ``cell`` is a hash of the grain's text dimensions, all of them parts of the record's key: the
-    lines are shuffled once, by ``cell``, so every copy of a record and every record of a grain
-    cell meet in one partition, and both this grouping and ``grain``'s (which include ``cell``)
-    run there without another shuffle."""
+
+def by_cell(lines: DataFrame) -> DataFrame:
+    """The key and kept values of each line, with ``cell``, shuffled by ``cell``: the one shuffle
+    of the lines.
+
+    ``cell`` is a hash of the grain's text dimensions, all of them parts of the record's key, so
+    every copy of a record and every record of a grain cell meet in one partition, and both
+    ``deduplicate``'s grouping and ``grain``'s (which include ``cell``) run there without another
+    shuffle. Rejections carry no event id: each gets a ``uid`` of its own, so none is merged."""
     valid = F.col("malformed").isNull()
     kind = F.when(valid, F.col("kind"))
     accepted = kind == "accepted"
@@ -111,22 +131,7 @@ def deduplicate(lines: DataFrame) -> DataFrame:
         "kind", "malformed", "namespace", "broker", F.when(accepted, F.col("event_type")),
         F.when(accepted, F.col("event_source")), "datacontenttype", "reason", "trigger",
     )  # fmt: skip
-    grouped = (
-        keyed.withColumn("cell", cell)
-        .repartition("cell")
-        .groupBy("cell", *DEDUP_KEY, "uid", "malformed")
-        .agg(
-            F.min("at").alias("at"),
-            *(F.min_by(c, "at").alias(c) for c in _KEPT),
-            F.count(F.lit(1)).alias("copies"),
-            F.sum("late").alias("late"),
-        )
-    )
-    return grouped.drop("uid", "event_id").select(
-        "*",
-        F.date_trunc("hour", "at").alias("hour"),
-        F.to_date("at").alias("date"),
-    )
+    return keyed.withColumn("cell", cell).repartition("cell")
 
 
 def grain(clean: DataFrame) -> DataFrame:
