@@ -1,6 +1,6 @@
 """The job's body, shared by both runtimes (``job.py`` on Glue, ``__main__.py`` locally): read the
-archive with the explicit schema, run the transforms once over a cached, deduplicated frame, write
-the tables, and gather the figures that ``summary.json`` and the report show."""
+archive with the explicit schema, deduplicate it once into a checkpointed grain, cut the tables
+from that grain and write them, and gather the figures that ``summary.json`` and the report show."""
 
 from __future__ import annotations
 

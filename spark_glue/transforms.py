@@ -2,8 +2,9 @@
 
 Pipeline: ``raw`` (the archive read with ``schema.spark_schema()`` plus its file path) ->
 ``normalize`` (typed columns, a ``malformed`` reason, ``late``) -> ``deduplicate`` (one row per
-record) -> ``grain`` (the finest aggregate; cached by the caller) -> the tables. Every table is
-grouped by broker first (``BROKER``): from a grain partitioned that way, none needs a shuffle.
+record) -> ``grain`` (the finest aggregate; checkpointed by the caller) -> the tables. Every
+table is grouped by broker first (``BROKER``): from a grain partitioned that way, none needs a
+shuffle.
 
 Decisions, so that a reader of the tables knows what a number means:
 
