@@ -7,10 +7,13 @@ STAGE ?= prod
 
 .PHONY: install run test check lint typecheck bench deploy destroy package clean
 
-$(STAMP): requirements.txt requirements-dev.txt
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH"; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	@# The project itself, editable, so that .venv/bin/brokerctl exists (no build isolation: the
+	@# venv's setuptools is enough, and nothing is downloaded for it).
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-build-isolation --no-deps -e .
 	@touch $(STAMP)
 
 install: $(STAMP)
