@@ -4,10 +4,22 @@ the Parquet tables, ``summary.json``, ``event_types.json`` and ``report.html`` i
 
 from __future__ import annotations
 
+import time
 import webbrowser
 from pathlib import Path
 
+from brokerctl import output
 from brokerctl.client import CliError
+
+
+class _Steps:
+    """One line per stage of the job, with the time since the command started."""
+
+    def __init__(self) -> None:
+        self._started = time.monotonic()
+
+    def __call__(self, line: str) -> None:
+        output.say(f"[{time.monotonic() - self._started:5.1f}s] {line}")
 
 
 def run_report(
@@ -20,9 +32,11 @@ def run_report(
     except ImportError as exc:  # pyspark is a development dependency only
         raise CliError(f"the metrics job needs pyspark (make install): {exc}") from exc
 
+    progress = _Steps()
+    progress("starting Spark")
     spark = local.session()
     try:
-        local.run(archive, out, endpoint_url, spark=spark)
+        local.run(archive, out, endpoint_url, spark=spark, progress=progress)
     except FileNotFoundError as exc:
         raise CliError(str(exc)) from exc
     except Exception as exc:  # botocore and Py4J errors: one line for the user, not a trace

@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import gzip
+import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,13 @@ from pyspark.sql import SparkSession
 from spark_glue import pipeline, report
 
 _GZIP_MAGIC = b"\x1f\x8b"
+_LOG_CONFIG = Path(__file__).with_name("log4j2-local.properties")
+
+Progress = Callable[[str], None]
+
+
+def _silent(line: str) -> None:
+    pass
 
 
 @dataclass(frozen=True)
@@ -30,13 +38,21 @@ class LocalOptions:
 
 
 def session(options: LocalOptions = LocalOptions()) -> SparkSession:
+    # A local run binds to loopback: without this Spark warns that the host name resolves to
+    # 127.0.0.1 and picks another interface, which a laptop on a train may not have.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     spark = (
         SparkSession.builder.master(options.master)
         .appName("serverless-broker-metrics")
         .config("spark.driver.memory", options.driver_memory)
         # The throughput collector: a batch job on two cores has no pauses to keep short, and
         # G1's concurrent work competes with the tasks for them (5-10 % of the job's time).
-        .config("spark.driver.extraJavaOptions", "-XX:+UseParallelGC")
+        # The log configuration is read before the session exists, so it goes on the JVM's
+        # command line: errors only, none of Spark's start-up warnings.
+        .config(
+            "spark.driver.extraJavaOptions",
+            f"-XX:+UseParallelGC -Dlog4j2.configurationFile={_LOG_CONFIG.as_uri()}",
+        )
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(options.shuffle_partitions))
@@ -65,27 +81,36 @@ def run(
     endpoint_url: str | None = None,
     options: LocalOptions = LocalOptions(),
     spark: SparkSession | None = None,
+    progress: Progress = _silent,
 ) -> dict[str, Any]:
     """Compute the metrics of ``archive`` (a directory or ``s3://bucket/prefix``) into ``out``:
-    the Parquet tables, ``summary.json`` and ``report.html``. Returns the summary."""
+    the Parquet tables, ``summary.json`` and ``report.html``. Returns the summary. ``progress``
+    gets one line as each stage starts (the CLI prints them; Spark's own console bar is off)."""
     out_dir = Path(out).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
-    with _local_archive(archive, endpoint_url) as directory:
-        spark = spark or session(options)
+    with _local_archive(archive, endpoint_url, progress) as directory:
+        if spark is None:
+            progress("starting Spark")
+            spark = session(options)
         started = time.monotonic()
+        progress("reading, deduplicating and aggregating the archive")
         result = pipeline.compute(pipeline.read_archive(spark, [str(directory)]))
+        progress(f"writing the tables to {out_dir}")
         pipeline.write(result, str(out_dir))
         types_json = pipeline.event_types_json(result.tables["event_types"])
         result.release()
     (out_dir / "event_types.json").write_text(types_json)
     summary = {**result.summary, "source": archive, "seconds": round(time.monotonic() - started, 3)}
     pipeline.write_local_summary(summary, out_dir)
+    progress("rendering the report")
     (out_dir / "report.html").write_text(report.render(summary), encoding="utf-8")
     return summary
 
 
 @contextmanager
-def _local_archive(archive: str, endpoint_url: str | None) -> Iterator[Path]:
+def _local_archive(
+    archive: str, endpoint_url: str | None, progress: Progress = _silent
+) -> Iterator[Path]:
     if not archive.startswith("s3://"):
         path = Path(archive)
         if not path.is_dir():
@@ -93,9 +118,11 @@ def _local_archive(archive: str, endpoint_url: str | None) -> Iterator[Path]:
         yield path
         return
     with tempfile.TemporaryDirectory(prefix="archive-staging-") as staging:
+        progress(f"copying {archive} from {endpoint_url or 'S3'}")
         count = stage_s3(archive, Path(staging), endpoint_url)
         if not count:
             raise FileNotFoundError(f"no objects under {archive}")
+        progress(f"copied {count} archive file(s)")
         yield Path(staging)
 
 

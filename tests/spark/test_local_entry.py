@@ -32,6 +32,9 @@ def _run(*args: str, env: dict[str, str] | None = None, timeout: float = 180) ->
         timeout=timeout,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    # Local runs are quiet: none of Spark's start-up warnings or log-level hints (issue 22).
+    noise = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert noise == [], noise
     return proc.stdout
 
 
@@ -152,10 +155,15 @@ def test_archive_written_by_the_local_runtime(tmp_path: Path) -> None:
 
             wait_until(lambda: archived().get("delivery", 0) >= 2, 30, "delivery records")
         out = tmp_path / "report"
-        _run(
+        stdout = _run(
             "-m", "brokerctl", "metrics", "report", "--archive", LOCAL_ARCHIVE, "--out", str(out),
             "--endpoint-url", broker.aws_url,
         )  # fmt: skip
+        # One progress line per stage instead of Spark's console output.
+        assert [line.split("] ", 1)[1] for line in stdout.splitlines() if "] " in line][:2] == [
+            "starting Spark",
+            f"copying {LOCAL_ARCHIVE} from {broker.aws_url}",
+        ]
     finally:
         stop_local_broker(broker)
     summary = json.loads((out / "summary.json").read_text())
