@@ -59,3 +59,18 @@ def problem_of(exc: BrokerError) -> dict[str, Any]:
     status, slug = _lookup(exc)
     errors = [p.to_json() for p in exc.problems] if isinstance(exc, ValidationError) else None
     return problem_document(status, exc.title, exc.detail, slug, errors)
+
+
+INGRESS_SHAPE = "POST /{namespace}/{broker}"
+
+
+def no_route_problem() -> dict[str, Any]:
+    """The answer to a path no route matches, locally and from API Gateway (whose default is a
+    misleading ``403 Missing Authentication Token``; see ``infra/gateway_responses.py``)."""
+    return problem_document(
+        404,
+        "No such route",
+        f"no such route; events go to {INGRESS_SHAPE}, the control plane is under "
+        "/apis/eventing.knative.dev/v1/namespaces/{namespace}/",
+        "no-such-route",
+    )
