@@ -115,9 +115,12 @@ def patch_package(
 
     Functions get their Chalice names (``<app>-<stage>-<function>``: the stack pre-creates their
     log groups and the control plane targets them by name), and every environment variable the
-    stack exports is imported from it, so the package holds no account-specific value.
+    stack exports is imported from it, so the package holds no account-specific value. The REST
+    API answers unknown paths with a 404 problem (``infra/gateway_responses.py``).
     """
     from chalice.utils import to_cfn_resource_name
+
+    from infra import gateway_responses
 
     app = config["app_name"]
     outputs = template["Outputs"]
@@ -137,4 +140,8 @@ def patch_package(
         props = resource["Properties"]
         props["FunctionName"] = function_name(config, stage, function)
         props.setdefault("Environment", {}).setdefault("Variables", {}).update(imported)
+    api = patched["Resources"].get("RestAPI")
+    if api is not None:
+        definition = api["Properties"]["DefinitionBody"]
+        definition["x-amazon-apigateway-gateway-responses"] = gateway_responses.swagger_extension()
     return patched

@@ -23,7 +23,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from infra import chalice_project, stack
+from infra import chalice_project, gateway_responses, stack
 from infra.cfn import TEMPLATE_PATH, Resolver, load_template
 
 REPO = chalice_project.REPO
@@ -109,6 +109,10 @@ def deploy(session: Any, stage: str, parameters: dict[str, str], public_url: str
         print(f"setting BROKER_PUBLIC_URL={deployed} and updating the functions")
         url = deployed
 
+    rest_api = _deployed_rest_api(project, stage)
+    if rest_api is not None:
+        # chalice deploy has no place for gateway responses: unknown paths answer 404, not 403.
+        gateway_responses.put_on(session.client("apigateway"), *rest_api)
     upload_glue(s3, outputs)
     base = (public_url or _deployed_url(project, stage) or "").rstrip("/")
     print()
@@ -261,6 +265,19 @@ def _deployed_url(project: Path, stage: str) -> str | None:
     for resource in json.loads(path.read_text(encoding="utf-8")).get("resources", []):
         if resource.get("resource_type") == "rest_api":
             return str(resource["rest_api_url"])
+    return None
+
+
+def _deployed_rest_api(project: Path, stage: str) -> tuple[str, str] | None:
+    """(rest API id, API Gateway stage) of the deployed API, from Chalice's deployed state."""
+    path = project / ".chalice" / "deployed" / f"{stage}.json"
+    if not path.is_file():
+        return None
+    for resource in json.loads(path.read_text(encoding="utf-8")).get("resources", []):
+        if resource.get("resource_type") == "rest_api":
+            config = chalice_project.load_config(project)
+            api_stage = config["stages"][stage].get("api_gateway_stage", "api")
+            return str(resource["rest_api_id"]), str(api_stage)
     return None
 
 

@@ -159,3 +159,17 @@ def test_pipeline_package_names_functions_and_imports_the_shared_stack(
         }
         assert variables["BROKER_PUBLIC_URL"] == "https://events.example.com"
         assert variables["BROKER_LOCAL_MODE"] == "false"
+
+
+def test_pipeline_package_answers_unknown_paths_with_a_404_problem(
+    pipeline_package: Path,
+) -> None:
+    definition = _sam(pipeline_package)["Resources"]["RestAPI"]["Properties"]["DefinitionBody"]
+    response = definition["x-amazon-apigateway-gateway-responses"]["MISSING_AUTHENTICATION_TOKEN"]
+    assert response["statusCode"] == "404"
+    assert response["responseParameters"] == {
+        "gatewayresponse.header.Content-Type": "'application/problem+json'"
+    }
+    problem = json.loads(response["responseTemplates"]["application/json"])
+    assert (problem["status"], problem["title"]) == (404, "No such route")
+    assert problem["type"].endswith("/no-such-route")

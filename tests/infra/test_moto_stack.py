@@ -404,3 +404,26 @@ def test_destroy_removes_run_time_queues_and_the_stack(
     assert not set(owned) & set(left)
     assert {"sb-qaz-other-0123456789abcdef", "unrelated"} <= set(left)
     assert stack.describe(cfn, "serverless-broker-qa") is None
+
+
+def test_deployed_api_answers_unknown_paths_with_a_404_problem(session: Any) -> None:
+    from infra import gateway_responses
+
+    apigw = session.client("apigateway")
+    api = apigw.create_rest_api(name="gateway-responses")["id"]
+    root = apigw.get_resources(restApiId=api)["items"][0]["id"]
+    # API Gateway deploys no API without a method (Chalice's always has its routes).
+    apigw.put_method(restApiId=api, resourceId=root, httpMethod="GET", authorizationType="NONE")
+    apigw.put_integration(restApiId=api, resourceId=root, httpMethod="GET", type="MOCK")
+    gateway_responses.put_on(apigw, api, "api")
+    response = apigw.get_gateway_response(
+        restApiId=api, responseType="MISSING_AUTHENTICATION_TOKEN"
+    )
+    assert response["statusCode"] == "404"
+    assert response["responseParameters"] == {
+        "gatewayresponse.header.Content-Type": "'application/problem+json'"
+    }
+    problem = json.loads(response["responseTemplates"]["application/json"])
+    assert (problem["status"], problem["title"]) == (404, "No such route")
+    assert "POST /{namespace}/{broker}" in problem["detail"]
+    assert [s["stageName"] for s in apigw.get_stages(restApiId=api)["item"]] == ["api"]
