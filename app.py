@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import functools
+import logging
 from collections.abc import Callable
 from typing import Any
 
-from chalice.app import Chalice, IAMAuthorizer, Request, Response
+from chalice.app import Chalice, ChaliceUnhandledError, IAMAuthorizer, Request, Response
 
 from chalicelib.config import APP_NAME, Settings
 from chalicelib.container import get_container
-from chalicelib.core.errors import BrokerError
-from chalicelib.http_errors import json_response, problem_from
+from chalicelib.http_errors import error_response, json_response, with_problem_body
 from chalicelib.services.http_input import parse_limit
 
 app = Chalice(app_name=APP_NAME)
@@ -37,11 +38,16 @@ app.api.binary_types = sorted(
 
 _SETTINGS = Settings.from_env()
 # Control plane: IAM (SigV4) when deployed, open on loopback in local mode (DESIGN.md §5).
+# Computed at import, where an empty environment must still import cleanly: from_env reads local
+# mode only from an explicit BROKER_STAGE=local + BROKER_LOCAL_MODE=true, so an environment that
+# lost its stage gets IAM here (closed), and its container refuses to build (require_runnable).
 _CP_AUTH = None if _SETTINGS.local_mode else IAMAuthorizer()
 
 CP = "/apis/eventing.knative.dev/v1/namespaces/{namespace}"
 ANY = ["*/*"]
 ALL_METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"]
+
+log = logging.getLogger("broker.http")
 
 
 def _current() -> Request:
@@ -72,29 +78,63 @@ def _json_body() -> Any:
     return parse_json_body(_request()[1])
 
 
-def _guarded(fn: Callable[[], Response]) -> Response:
+View = Callable[..., Response]
+
+
+def _route(path: str, methods: list[str], *, public: bool = False) -> Callable[[View], View]:
+    """``app.route`` with what every route shares: any content type (the handler decides what it
+    accepts, as problem+json), the control plane's authorizer unless ``public``, and the view's
+    exceptions passed on to ``errors_as_problems``. Chalice turns any other exception into its own
+    500 before middleware sees it; only ChaliceUnhandledError gets through."""
+
+    def register(view: View) -> View:
+        @functools.wraps(view)
+        def escaping(**kwargs: str) -> Response:
+            try:
+                return view(**kwargs)
+            except Exception as exc:
+                raise ChaliceUnhandledError(type(exc).__name__) from exc
+
+        authorizer = None if public else _CP_AUTH
+        app.route(path, methods=methods, authorizer=authorizer, content_types=ANY)(escaping)
+        return escaping
+
+    return register
+
+
+@app.middleware("http")
+def errors_as_problems(event: Request, get_response: Callable[[Request], Response]) -> Response:
+    """The one place an HTTP request's errors become answers: a BrokerError is its problem
+    document; anything else is an opaque 500 problem, logged with its correlation id; Chalice's
+    own error answers (405 for a method a route lacks) are reshaped as problem+json."""
     try:
-        return fn()
-    except BrokerError as exc:
-        return problem_from(exc)
+        return with_problem_body(get_response(event))
+    except Exception as exc:
+        cause = exc.__cause__ if isinstance(exc, ChaliceUnhandledError) else exc
+        return error_response(cause or exc, _correlation_id(event), log)
+
+
+def _correlation_id(event: Request | None) -> str | None:
+    context = getattr(event, "context", None) or {}
+    return str(context.get("requestId") or "") or None
 
 
 # ---- data plane -------------------------------------------------------------------------------
 
 
-@app.route("/healthz", methods=["GET"])
+@_route("/healthz", ["GET"], public=True)
 def healthz() -> Response:
     return json_response({"status": "ok"})
 
 
-@app.route("/metrics", methods=["GET"], authorizer=_CP_AUTH)
+@_route("/metrics", ["GET"])
 def metrics() -> Response:
     text = get_container().metrics.prometheus_text()
     headers: dict[str, str | list[str]] = {"Content-Type": "text/plain; version=0.0.4"}
     return Response(body=text, status_code=200, headers=headers)
 
 
-@app.route("/{namespace}/{broker}", methods=ALL_METHODS, content_types=ANY)
+@_route("/{namespace}/{broker}", ALL_METHODS, public=True)
 def ingress(namespace: str, broker: str) -> Response:
     headers, body = _request()
     result = get_container().ingress.handle_http(_method(), namespace, broker, headers, body)
@@ -102,126 +142,94 @@ def ingress(namespace: str, broker: str) -> Response:
     return Response(body=result.body, status_code=result.status, headers=out)
 
 
+# ---- the API's own description -------------------------------------------------------------------
+
+
+@_route("/apis/openapi.json", ["GET"])
+def openapi_document() -> Response:
+    from chalicelib.openapi import document
+
+    # Signed exactly when the routes are (_CP_AUTH): both follow the settings read at import.
+    return json_response(document(_SETTINGS.public_url, signed=_CP_AUTH is not None))
+
+
 # ---- control plane: brokers --------------------------------------------------------------------
 
 
-@app.route(f"{CP}/brokers", methods=["GET", "POST"], authorizer=_CP_AUTH, content_types=ANY)
+@_route(f"{CP}/brokers", ["GET", "POST"])
 def brokers(namespace: str) -> Response:
     cp = get_container().control_plane
     if _method() == "GET":
-        return _guarded(lambda: json_response(cp.list_brokers(namespace)))
-    return _guarded(lambda: json_response(cp.create_broker(namespace, _json_body()), 201))
+        return json_response(cp.list_brokers(namespace))
+    return json_response(cp.create_broker(namespace, _json_body()), 201)
 
 
-@app.route(
-    f"{CP}/brokers/{{name}}",
-    methods=["GET", "PUT", "DELETE"],
-    authorizer=_CP_AUTH,
-    content_types=ANY,
-)
+@_route(f"{CP}/brokers/{{name}}", ["GET", "PUT", "DELETE"])
 def broker(namespace: str, name: str) -> Response:
     cp = get_container().control_plane
     method = _method()
     if method == "GET":
-        return _guarded(lambda: json_response(cp.get_broker(namespace, name)))
+        return json_response(cp.get_broker(namespace, name))
     if method == "DELETE":
-        return _guarded(lambda: json_response(cp.delete_broker(namespace, name)))
-
-    def put() -> Response:
-        doc, created = cp.put_broker(namespace, name, _json_body())
-        return json_response(doc, 201 if created else 200)
-
-    return _guarded(put)
+        return json_response(cp.delete_broker(namespace, name))
+    doc, created = cp.put_broker(namespace, name, _json_body())
+    return json_response(doc, 201 if created else 200)
 
 
 # ---- control plane: triggers -------------------------------------------------------------------
 
 
-@app.route(f"{CP}/triggers", methods=["GET", "POST"], authorizer=_CP_AUTH, content_types=ANY)
+@_route(f"{CP}/triggers", ["GET", "POST"])
 def triggers(namespace: str) -> Response:
     cp = get_container().control_plane
     if _method() == "GET":
-        return _guarded(lambda: json_response(cp.list_triggers(namespace)))
-    return _guarded(lambda: json_response(cp.create_trigger(namespace, _json_body()), 201))
+        return json_response(cp.list_triggers(namespace))
+    return json_response(cp.create_trigger(namespace, _json_body()), 201)
 
 
-@app.route(
-    f"{CP}/triggers/{{name}}",
-    methods=["GET", "PUT", "DELETE"],
-    authorizer=_CP_AUTH,
-    content_types=ANY,
-)
+@_route(f"{CP}/triggers/{{name}}", ["GET", "PUT", "DELETE"])
 def trigger(namespace: str, name: str) -> Response:
     cp = get_container().control_plane
     method = _method()
     if method == "GET":
-        return _guarded(lambda: json_response(cp.get_trigger(namespace, name)))
+        return json_response(cp.get_trigger(namespace, name))
     if method == "DELETE":
-        return _guarded(lambda: json_response(cp.delete_trigger(namespace, name)))
-
-    def put() -> Response:
-        doc, created = cp.put_trigger(namespace, name, _json_body())
-        return json_response(doc, 201 if created else 200)
-
-    return _guarded(put)
+        return json_response(cp.delete_trigger(namespace, name))
+    doc, created = cp.put_trigger(namespace, name, _json_body())
+    return json_response(doc, 201 if created else 200)
 
 
-@app.route(
-    f"{CP}/triggers/{{name}}/deadletters",
-    methods=["GET", "DELETE"],
-    authorizer=_CP_AUTH,
-    content_types=ANY,
-)
+@_route(f"{CP}/triggers/{{name}}/deadletters", ["GET", "DELETE"])
 def dead_letters(namespace: str, name: str) -> Response:
     c = get_container()
-
-    def run() -> Response:
-        broker = c.control_plane.broker_of_trigger(namespace, name)
-        if _method() == "DELETE":
-            return json_response(c.dead_letters.purge(namespace, broker, name))
-        limit = parse_limit(_query("limit", "100"))
-        return json_response(c.dead_letters.list(namespace, broker, name, limit))
-
-    return _guarded(run)
+    broker = c.control_plane.broker_of_trigger(namespace, name)
+    if _method() == "DELETE":
+        return json_response(c.dead_letters.purge(namespace, broker, name))
+    limit = parse_limit(_query("limit", "100"))
+    return json_response(c.dead_letters.list(namespace, broker, name, limit))
 
 
-@app.route(
-    f"{CP}/triggers/{{name}}/deadletters/redrive",
-    methods=["POST"],
-    authorizer=_CP_AUTH,
-    content_types=ANY,
-)
+@_route(f"{CP}/triggers/{{name}}/deadletters/redrive", ["POST"])
 def redrive_dead_letters(namespace: str, name: str) -> Response:
     c = get_container()
-
-    def run() -> Response:
-        broker = c.control_plane.broker_of_trigger(namespace, name)
-        return json_response(c.dead_letters.redrive(namespace, broker, name), 202)
-
-    return _guarded(run)
+    broker = c.control_plane.broker_of_trigger(namespace, name)
+    return json_response(c.dead_letters.redrive(namespace, broker, name), 202)
 
 
 # ---- control plane: ingress tokens -------------------------------------------------------------
 
 
-@app.route(
-    f"{CP}/brokers/{{name}}/tokens", methods=["GET", "POST"], authorizer=_CP_AUTH, content_types=ANY
-)
+@_route(f"{CP}/brokers/{{name}}/tokens", ["GET", "POST"])
 def broker_tokens(namespace: str, name: str) -> Response:
     tokens = get_container().tokens
     if _method() == "GET":
-        return _guarded(lambda: json_response(tokens.list(namespace, name)))
-    return _guarded(lambda: json_response(tokens.create(namespace, name), 201))
+        return json_response(tokens.list(namespace, name))
+    return json_response(tokens.create(namespace, name), 201)
 
 
-@app.route(
-    f"{CP}/brokers/{{name}}/tokens/{{token_id}}",
-    methods=["DELETE"],
-    authorizer=_CP_AUTH,
-    content_types=ANY,
-)
+@_route(f"{CP}/brokers/{{name}}/tokens/{{token_id}}", ["DELETE"])
 def broker_token(namespace: str, name: str, token_id: str) -> Response:
-    return _guarded(lambda: json_response(get_container().tokens.revoke(namespace, name, token_id)))
+    return json_response(get_container().tokens.revoke(namespace, name, token_id))
 
 
 # ---- Kafka sources (DESIGN.md §10) -------------------------------------------------------------
@@ -229,41 +237,32 @@ def broker_token(namespace: str, name: str, token_id: str) -> Response:
 KS = "/apis/sources.knative.dev/v1/namespaces/{namespace}/kafkasources"
 
 
-@app.route(KS, methods=["GET", "POST"], authorizer=_CP_AUTH, content_types=ANY)
+@_route(KS, ["GET", "POST"])
 def kafka_sources(namespace: str) -> Response:
     sources = get_container().kafka_sources
     if _method() == "GET":
-        return _guarded(lambda: json_response(sources.list_sources(namespace)))
-    return _guarded(lambda: json_response(sources.create_source(namespace, _json_body()), 201))
+        return json_response(sources.list_sources(namespace))
+    return json_response(sources.create_source(namespace, _json_body()), 201)
 
 
-@app.route(
-    f"{KS}/{{name}}", methods=["GET", "PUT", "DELETE"], authorizer=_CP_AUTH, content_types=ANY
-)
+@_route(f"{KS}/{{name}}", ["GET", "PUT", "DELETE"])
 def kafka_source(namespace: str, name: str) -> Response:
     sources = get_container().kafka_sources
     method = _method()
     if method == "GET":
-        return _guarded(lambda: json_response(sources.get_source(namespace, name)))
+        return json_response(sources.get_source(namespace, name))
     if method == "DELETE":
-        return _guarded(lambda: json_response(sources.delete_source(namespace, name)))
-
-    def put() -> Response:
-        doc, created = sources.put_source(namespace, name, _json_body())
-        return json_response(doc, 201 if created else 200)
-
-    return _guarded(put)
+        return json_response(sources.delete_source(namespace, name))
+    doc, created = sources.put_source(namespace, name, _json_body())
+    return json_response(doc, 201 if created else 200)
 
 
-@app.route(
-    f"{KS}/{{name}}/failures", methods=["GET", "DELETE"], authorizer=_CP_AUTH, content_types=ANY
-)
+@_route(f"{KS}/{{name}}/failures", ["GET", "DELETE"])
 def kafka_source_failures(namespace: str, name: str) -> Response:
     sources = get_container().kafka_sources
     if _method() == "DELETE":
-        return _guarded(lambda: json_response(sources.purge_failures(namespace, name)))
-    limit = _query("limit", "100")
-    return _guarded(lambda: json_response(sources.failures(namespace, name, limit)))
+        return json_response(sources.purge_failures(namespace, name))
+    return json_response(sources.failures(namespace, name, _query("limit", "100")))
 
 
 # ---- xRegistry (DESIGN.md §9) ----------------------------------------------------------------
@@ -283,79 +282,63 @@ def _epoch() -> str | None:
     return values[-1] if values else None
 
 
-@app.route(REG, methods=["GET"], authorizer=_CP_AUTH)
+@_route(REG, ["GET"])
 def registry_root() -> Response:
-    return _guarded(lambda: json_response(get_container().registry.root(_params("inline"))))
+    return json_response(get_container().registry.root(_params("inline")))
 
 
-@app.route(f"{REG}/model", methods=["GET"], authorizer=_CP_AUTH)
+@_route(f"{REG}/model", ["GET"])
 def registry_model() -> Response:
-    return _guarded(lambda: json_response(get_container().registry.model()))
+    return json_response(get_container().registry.model())
 
 
-@app.route(f"{REG}/endpoints", methods=["GET"], authorizer=_CP_AUTH)
+@_route(f"{REG}/endpoints", ["GET"])
 def registry_endpoints() -> Response:
-    return _guarded(lambda: json_response(get_container().registry.endpoints(_params("inline"))))
+    return json_response(get_container().registry.endpoints(_params("inline")))
 
 
-@app.route(ENDPOINT, methods=["GET", "PUT", "DELETE"], authorizer=_CP_AUTH, content_types=ANY)
+@_route(ENDPOINT, ["GET", "PUT", "DELETE"])
 def registry_endpoint(endpointid: str) -> Response:
     registry = get_container().registry
     method = _method()
     if method == "GET":
-        return _guarded(lambda: json_response(registry.endpoint(endpointid, _params("inline"))))
-
-    def delete() -> Response:
+        return json_response(registry.endpoint(endpointid, _params("inline")))
+    if method == "DELETE":
         registry.delete_endpoint(endpointid, _epoch())
         return Response(body="", status_code=204)
-
-    def put() -> Response:
-        doc, created = registry.put_endpoint(endpointid, _json_body())
-        location = {"Location": registry.location(endpointid)} if created else None
-        return json_response(doc, 201 if created else 200, location)
-
-    return _guarded(delete if method == "DELETE" else put)
+    doc, created = registry.put_endpoint(endpointid, _json_body())
+    location = {"Location": registry.location(endpointid)} if created else None
+    return json_response(doc, 201 if created else 200, location)
 
 
-@app.route(f"{ENDPOINT}/messages", methods=["GET"], authorizer=_CP_AUTH)
+@_route(f"{ENDPOINT}/messages", ["GET"])
 def registry_messages(endpointid: str) -> Response:
-    registry = get_container().registry
-    return _guarded(lambda: json_response(registry.messages(endpointid, _params("inline"))))
+    return json_response(get_container().registry.messages(endpointid, _params("inline")))
 
 
-@app.route(MESSAGE, methods=["GET", "DELETE"], authorizer=_CP_AUTH)
+@_route(MESSAGE, ["GET", "DELETE"])
 def registry_message(endpointid: str, messageid: str) -> Response:
     registry = get_container().registry
     if _method() == "GET":
-        return _guarded(
-            lambda: json_response(registry.message(endpointid, messageid, _params("inline")))
-        )
-
-    def delete() -> Response:
-        registry.delete_message(endpointid, messageid, _epoch())
-        return Response(body="", status_code=204)
-
-    return _guarded(delete)
+        return json_response(registry.message(endpointid, messageid, _params("inline")))
+    registry.delete_message(endpointid, messageid, _epoch())
+    return Response(body="", status_code=204)
 
 
-@app.route(f"{MESSAGE}/meta", methods=["GET"], authorizer=_CP_AUTH)
+@_route(f"{MESSAGE}/meta", ["GET"])
 def registry_message_meta(endpointid: str, messageid: str) -> Response:
-    registry = get_container().registry
-    return _guarded(lambda: json_response(registry.message_meta(endpointid, messageid)))
+    return json_response(get_container().registry.message_meta(endpointid, messageid))
 
 
-@app.route(f"{MESSAGE}/versions", methods=["GET"], authorizer=_CP_AUTH)
+@_route(f"{MESSAGE}/versions", ["GET"])
 def registry_message_versions(endpointid: str, messageid: str) -> Response:
-    registry = get_container().registry
-    return _guarded(lambda: json_response(registry.message_versions(endpointid, messageid)))
+    return json_response(get_container().registry.message_versions(endpointid, messageid))
 
 
-@app.route(f"{MESSAGE}/versions/{{versionid}}", methods=["GET"], authorizer=_CP_AUTH)
+@_route(f"{MESSAGE}/versions/{{versionid}}", ["GET"])
 def registry_message_version(endpointid: str, messageid: str, versionid: str) -> Response:
     registry = get_container().registry
-    return _guarded(
-        lambda: json_response(registry.message_version(endpointid, messageid, versionid))
-    )
+    return json_response(registry.message_version(endpointid, messageid, versionid))
 
 
 # ---- Lambda entry points -----------------------------------------------------------------------

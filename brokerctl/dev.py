@@ -48,8 +48,10 @@ def _configure_environment(opts: DevOptions, endpoint: str) -> None:
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
     os.environ.setdefault("AWS_REGION", os.environ["AWS_DEFAULT_REGION"])
-    os.environ.setdefault("BROKER_STAGE", "local")
-    os.environ.setdefault("BROKER_LOCAL_MODE", "true")
+    # Local mode is explicit (chalicelib/config.py): set here, and only here, with both variables,
+    # whatever a shell left behind (a BROKER_STAGE=prod from a deploy would refuse local mode).
+    os.environ["BROKER_STAGE"] = "local"
+    os.environ["BROKER_LOCAL_MODE"] = "true"
     os.environ["BROKER_PUBLIC_URL"] = f"http://{opts.host}:{opts.port}"
     if opts.cache_ttl is not None:
         os.environ["BROKER_CACHE_TTL_SECONDS"] = str(opts.cache_ttl)

@@ -1,4 +1,11 @@
-"""Settings, read once from the environment. Nothing else in chalicelib reads ``os.environ``."""
+"""Settings, read once from the environment. Nothing else in chalicelib reads ``os.environ``.
+
+Fail closed (DESIGN.md §5, §6): local mode removes the control plane's IAM authorization and the
+subscriber address guard, so the environment never implies it. It takes both
+``BROKER_STAGE=local`` and ``BROKER_LOCAL_MODE=true`` (``brokerctl dev`` and the ``local`` Chalice
+stage set both). An environment without ``BROKER_STAGE`` reads as a deployment that forgot its
+stage: not local mode, and ``Settings.require_runnable`` refuses it before any handler runs.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +16,19 @@ from dataclasses import dataclass, field
 APP_NAME = "serverless-broker"
 
 
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+
+class ConfigurationError(Exception):
+    """The function's environment cannot be run safely; raised before any handler runs. Not a
+    BrokerError: it is the operator's to fix, and callers get an opaque 500."""
+
+
 def _bool(value: str | None, default: bool) -> bool:
     if value is None or value == "":
         return default
-    return value.strip().lower() in {"1", "true", "yes", "on"}
+    return value.strip().lower() in _TRUE
 
 
 @dataclass(frozen=True)
@@ -20,6 +36,8 @@ class Settings:
     """Every knob the Lambda functions and the local runtime read.
 
     Names of AWS resources default from the stage so that a bare ``local`` stage needs no variables.
+    The dataclass defaults are the local stage in local mode, for code that builds Settings on
+    purpose (tests, tools); ``from_env`` never defaults to local mode.
     """
 
     stage: str = "local"
@@ -43,22 +61,34 @@ class Settings:
     # Where the metrics job writes its tables (s3://bucket/prefix/ or a local directory); the
     # registry reads the event types seen per broker from there. None: the ingress sample only.
     metrics_location: str | None = f"s3://{APP_NAME}-local-metrics/metrics/"
+    # What was wrong with the environment it was read from (empty when built in code); see
+    # require_runnable. Not compared: two Settings with the same values are the same settings.
+    problems: tuple[str, ...] = field(default=(), compare=False)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
-        stage = env.get("BROKER_STAGE", "local")
-        base = f"{APP_NAME}-{stage}"
+        stage = (env.get("BROKER_STAGE") or "").strip()
+        problems = _environment_problems(env, stage)
+        # Names still follow a stage when it is missing (so tools can show them), but nothing
+        # runs on them: require_runnable refuses these settings.
+        base = f"{APP_NAME}-{stage or 'unset'}"
 
         def get(name: str, default: str) -> str:
             return env.get(name) or default
+
+        def number(name: str, default: str, kind: type[float] | type[int]) -> float | int:
+            try:
+                return kind(get(name, default))
+            except ValueError:
+                return kind(default)  # reported in problems: require_runnable refuses it
 
         return cls(
             stage=stage,
             region=get("AWS_REGION", env.get("AWS_DEFAULT_REGION", "us-east-1")),
             endpoint_url=env.get("AWS_ENDPOINT_URL") or None,
             table_name=get("BROKER_TABLE", base),
-            queue_prefix=get("BROKER_QUEUE_PREFIX", f"sb-{stage}-"),
+            queue_prefix=get("BROKER_QUEUE_PREFIX", f"sb-{stage or 'unset'}-"),
             archive_stream=get("BROKER_ARCHIVE_STREAM", f"{base}-archive"),
             archive_bucket=get("BROKER_ARCHIVE_BUCKET", f"{base}-archive"),
             claim_bucket=get("BROKER_CLAIM_BUCKET", f"{base}-claims"),
@@ -67,10 +97,12 @@ class Settings:
             dead_letter_function=get("BROKER_DEAD_LETTER_FUNCTION", f"{base}-dead_letter"),
             kafka_function=get("BROKER_KAFKA_FUNCTION", f"{base}-kafka_ingress"),
             public_url=get("BROKER_PUBLIC_URL", "http://127.0.0.1:8080").rstrip("/"),
-            cache_ttl_seconds=float(get("BROKER_CACHE_TTL_SECONDS", "5")),
+            cache_ttl_seconds=float(number("BROKER_CACHE_TTL_SECONDS", "5", float)),
             metrics_enabled=_bool(env.get("BROKER_METRICS_ENABLED"), True),
-            local_mode=_bool(env.get("BROKER_LOCAL_MODE"), stage == "local"),
-            delivery_function_timeout_seconds=int(get("BROKER_DELIVERY_TIMEOUT_SECONDS", "60")),
+            local_mode=_local_mode(env, stage) and not problems,
+            delivery_function_timeout_seconds=int(
+                number("BROKER_DELIVERY_TIMEOUT_SECONDS", "60", int)
+            ),
             metrics_location=env.get("BROKER_METRICS_LOCATION")
             or (f"s3://{base}-metrics/metrics/" if stage == "local" else None),
             subscriber_allowlist=tuple(
@@ -78,4 +110,42 @@ class Settings:
                 for s in env.get("BROKER_SUBSCRIBER_ALLOWLIST", "").split(",")
                 if s.strip()
             ),
+            problems=problems,
         )
+
+    def require_runnable(self) -> Settings:
+        """These settings, or a ConfigurationError naming every problem of the environment they
+        were read from. The container calls it before building anything a handler uses."""
+        if self.problems:
+            raise ConfigurationError(
+                "refusing to start: " + "; ".join(self.problems) + ". Local mode is explicit: "
+                "`brokerctl dev` sets BROKER_STAGE=local and BROKER_LOCAL_MODE=true"
+            )
+        return self
+
+
+def _local_mode(env: Mapping[str, str], stage: str) -> bool:
+    return stage == "local" and (env.get("BROKER_LOCAL_MODE") or "").strip().lower() in _TRUE
+
+
+def _environment_problems(env: Mapping[str, str], stage: str) -> tuple[str, ...]:
+    problems: list[str] = []
+    if not stage:
+        problems.append("BROKER_STAGE is not set (every deployed function has its stage)")
+    local = (env.get("BROKER_LOCAL_MODE") or "").strip().lower()
+    if local and local not in _TRUE | _FALSE:
+        problems.append(f"BROKER_LOCAL_MODE={local!r} is neither true nor false")
+    if local in _TRUE and stage and stage != "local":
+        # Local mode opens the control plane: never on a stage that may be deployed.
+        problems.append(f"BROKER_LOCAL_MODE=true needs BROKER_STAGE=local, not {stage!r}")
+    for name, kind in (
+        ("BROKER_CACHE_TTL_SECONDS", float),
+        ("BROKER_DELIVERY_TIMEOUT_SECONDS", int),
+    ):
+        value = env.get(name)
+        if value:
+            try:
+                kind(value)
+            except ValueError:
+                problems.append(f"{name}={value[:40]!r} is not a number")
+    return tuple(problems)

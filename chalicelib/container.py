@@ -147,7 +147,9 @@ class Container:
 
     @cached_property
     def control_plane(self) -> ControlPlane:
-        return ControlPlane(self.store, self.provisioner, self.settings, self.cache, self.queues)
+        return ControlPlane(
+            self.store, self.provisioner, self.settings, self.cache, self.queues, self.tokens
+        )
 
     # ---- xRegistry (DESIGN.md §9) ---------------------------------------------------------------
 
@@ -202,7 +204,10 @@ _override: Container | None = None
 
 @lru_cache(maxsize=1)
 def _from_env() -> Container:
-    return Container(Settings.from_env())
+    # Fails closed: a function whose environment lacks its stage (or asks for local mode on a
+    # deployable stage) raises ConfigurationError here, on its first invocation, before any
+    # handler touches a port. Not at import: app.py imports with an empty environment.
+    return Container(Settings.from_env().require_runnable())
 
 
 def get_container() -> Container:

@@ -74,3 +74,14 @@ def no_route_problem() -> dict[str, Any]:
         "/apis/eventing.knative.dev/v1/namespaces/{namespace}/",
         "no-such-route",
     )
+
+
+def internal_problem(correlation_id: str | None) -> dict[str, Any]:
+    """The answer to an error nobody anticipated: nothing of the exception, only the id under
+    which the operator finds it in the logs."""
+    if not correlation_id:
+        return problem_document(500, "Internal error", "an unexpected error occurred", "internal")
+    detail = f"an unexpected error occurred; it is logged under correlation id {correlation_id}"
+    doc = problem_document(500, "Internal error", detail, "internal")
+    doc["correlationId"] = correlation_id
+    return doc

@@ -17,6 +17,10 @@ hypothesis_settings.load_profile("ci" if os.environ.get("CI") else "dev")
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+# Local mode is explicit (fail closed, chalicelib/config.py): the tests import app.py and drive
+# the local runtime, both in local mode, so they say so, as `brokerctl dev` does.
+os.environ["BROKER_STAGE"] = "local"
+os.environ["BROKER_LOCAL_MODE"] = "true"
 
 
 @pytest.fixture(scope="session")

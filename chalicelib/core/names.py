@@ -41,7 +41,9 @@ def is_dns1123_label(value: str) -> bool:
 
 
 def name_problems(value: object, field: str, *, what: str = "name") -> list[Problem]:
-    """Problems with ``value`` as a DNS-1123 label (empty when it is one)."""
+    """Problems with ``value`` as a DNS-1123 label (empty when it is one). A namespace
+    (``what="namespace"``) must also not be reserved: every path that names one (ingress, the
+    control plane) checks it here, so none can forget (DESIGN.md §2)."""
     if not isinstance(value, str) or not value:
         return [Problem(field, f"{what} is required and must be a non-empty string")]
     if len(value) > MAX_NAME_LENGTH:
@@ -56,16 +58,15 @@ def name_problems(value: object, field: str, *, what: str = "name") -> list[Prob
                 "and '-', starting and ending with a letter or digit",
             )
         ]
+    if what == "namespace" and value in RESERVED_NAMESPACES:
+        reserved = ", ".join(sorted(RESERVED_NAMESPACES))
+        return [Problem(field, f"namespace {quote(value)} is reserved ({reserved})")]
     return []
 
 
 def namespace_problems(value: object, field: str = "metadata.namespace") -> list[Problem]:
     """Problems with ``value`` as a namespace: a DNS-1123 label that is not reserved."""
-    problems = name_problems(value, field, what="namespace")
-    if not problems and value in RESERVED_NAMESPACES:
-        reserved = ", ".join(sorted(RESERVED_NAMESPACES))
-        problems.append(Problem(field, f"namespace {quote(value)} is reserved ({reserved})"))
-    return problems
+    return name_problems(value, field, what="namespace")
 
 
 def check_prefix(prefix: str) -> None:

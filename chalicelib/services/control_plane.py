@@ -20,6 +20,7 @@ from chalicelib.core.resources import Broker, Trigger
 from chalicelib.ports import Queues, ResourceStore, StoredItem
 from chalicelib.services.provisioner import Provisioner
 from chalicelib.services.routing import BROKER, TRIGGER, ConfigCache
+from chalicelib.services.tokens import Tokens
 
 log = logging.getLogger("broker.control_plane")
 
@@ -46,10 +47,12 @@ class ControlPlane:
         settings: Settings,
         cache: ConfigCache,
         queues: Queues,
+        tokens: Tokens,
         clock: Callable[[], datetime] = utcnow,
         uid_factory: Callable[[], str] = lambda: str(uuid.uuid4()),
     ) -> None:
         self._store = store
+        self._tokens = tokens
         self._provisioner = provisioner
         self._public_url = settings.public_url
         self._ttl = settings.cache_ttl_seconds
@@ -105,6 +108,8 @@ class ControlPlane:
         self._provisioner.execute(
             reconcile.plan_removal(self._provisioner.config, keys, self._provisioner.observe(keys))
         )
+        # Tokens go before the broker: a re-created broker must not accept its predecessor's.
+        self._tokens.revoke_all(namespace, name)
         self._store.delete(BROKER, namespace, name)
         for item in triggers:
             self._set_state(item, {"provisioned_at": None, "dependencies_ok": None, "message": ""})

@@ -1,4 +1,6 @@
-"""Ingress bearer tokens of a broker: created (shown once), listed, revoked."""
+"""Ingress bearer tokens of a broker: created (shown once), listed, revoked, and revoked all
+together when the broker is deleted, so a broker re-created under the same name never accepts a
+token issued to its predecessor (fail closed, DESIGN.md §5)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from chalicelib.core import tokens
+from chalicelib.core import resources, tokens
 from chalicelib.core.errors import NotFoundError
 from chalicelib.ports import ResourceStore
 from chalicelib.services.routing import BROKER, TOKEN, ConfigCache
@@ -24,17 +26,33 @@ class Tokens:
         self._cache = cache
         self._clock = clock
 
-    def _require_broker(self, namespace: str, broker: str) -> None:
-        if self._store.get(BROKER, namespace, broker) is None:
+    def _broker_uid(self, namespace: str, broker: str) -> str | None:
+        item = self._store.get(BROKER, namespace, broker)
+        return resources.broker_from_item(item.doc["resource"]).uid if item else None
+
+    def _require_broker(self, namespace: str, broker: str) -> str:
+        uid = self._broker_uid(namespace, broker)
+        if uid is None:
             raise NotFoundError(f'broker "{namespace}/{broker}" does not exist')
+        return uid
 
     def create(self, namespace: str, broker: str) -> dict[str, Any]:
-        self._require_broker(namespace, broker)
+        uid = self._require_broker(namespace, broker)
         secret = tokens.new_token()
         token_id = uuid.uuid4().hex[:12]
         created = self._clock().strftime("%Y-%m-%dT%H:%M:%SZ")
-        doc = {"broker": broker, "hash": tokens.hash_token(secret), "createdAt": created}
+        doc = {
+            "broker": broker,
+            "brokerUid": uid,
+            "hash": tokens.hash_token(secret),
+            "createdAt": created,
+        }
         self._store.put(TOKEN, namespace, token_id, doc, None)
+        if self._broker_uid(namespace, broker) != uid:
+            # The broker was deleted (and maybe re-created) while the token was written: the
+            # delete's revoke_all may have run before this put, so take the token back.
+            self._store.delete(TOKEN, namespace, token_id)
+            raise NotFoundError(f'broker "{namespace}/{broker}" was deleted meanwhile')
         self._cache.invalidate(namespace, broker)
         return {
             "id": token_id,
@@ -60,3 +78,13 @@ class Tokens:
         self._store.delete(TOKEN, namespace, token_id)
         self._cache.invalidate(namespace, broker)
         return {"revoked": token_id}
+
+    def revoke_all(self, namespace: str, broker: str) -> list[str]:
+        """Delete every token of the broker (called before the broker itself is deleted, so a
+        failure here leaves the broker in place and the delete can be retried)."""
+        gone = [t.name for t in self._store.list(TOKEN, namespace) if t.doc.get("broker") == broker]
+        for token_id in gone:
+            self._store.delete(TOKEN, namespace, token_id)
+        if gone:
+            self._cache.invalidate(namespace, broker)
+        return gone

@@ -26,7 +26,7 @@ CP = "/apis/eventing.knative.dev/v1/namespaces"
 
 class Harness:
     def __init__(self, *answers: HttpResponse, settings: Settings | None = None) -> None:
-        self.settings = settings or replace(Settings(), cache_ttl_seconds=0.0)
+        self.settings = settings or replace(Settings(), cache_ttl_seconds=0.0, local_mode=True)
         c = Container(self.settings)
         self.store = MemoryStore()
         self.queues = MemoryQueues()

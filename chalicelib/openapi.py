@@ -1,0 +1,408 @@
+"""The API's OpenAPI 3.1 document, served at ``GET /apis/openapi.json`` (DESIGN.md §2).
+
+Written out by hand, operation by operation, rather than generated from ``app.routes``: a test
+compares the two, so a route added without its description (or a description left behind by a
+removed route) fails the build. Request schemas describe what the API accepts as far as a JSON
+Schema can (names, dialects, URIs); the parsers in ``chalicelib/core`` remain the authority and
+answer everything else with a 400 problem naming each problem. Response schemas list the fields
+clients rely on and allow more, as Kubernetes-style resources grow fields.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from chalicelib.core.names import MAX_NAME_LENGTH, RESERVED_NAMESPACES
+from chalicelib.problems import PROBLEM_TYPE
+
+JSON = "application/json"
+_PATH_PARAM = re.compile(r"{([^}]+)}")
+_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+CP = "/apis/eventing.knative.dev/v1/namespaces/{namespace}"
+KS = "/apis/sources.knative.dev/v1/namespaces/{namespace}/kafkasources"
+REG = "/registry"
+ENDPOINT = f"{REG}/endpoints/{{endpointid}}"
+MESSAGE = f"{ENDPOINT}/messages/{{messageid}}"
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _obj(required: list[str] | None = None, **props: Any) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": props}
+    if required:
+        schema["required"] = required
+    return schema
+
+
+_STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
+_DURATION = {"type": "string", "description": "ISO 8601 duration, e.g. PT0.2S"}
+_URI = {"type": "string", "format": "uri"}
+_DESTINATION = _obj(
+    uri=_URI,
+    ref=_obj(
+        ["name"],
+        apiVersion={"type": "string"},
+        kind={"type": "string"},
+        name={"type": "string"},
+        namespace={"type": "string"},
+    ),
+)
+
+SCHEMAS: dict[str, Any] = {
+    "Problem": {
+        "type": "object",
+        "description": "RFC 9457 problem details; `errors` names every invalid field at once",
+        "required": ["type", "title", "status", "detail"],
+        "properties": {
+            "type": {"type": "string"},
+            "title": {"type": "string"},
+            "status": {"type": "integer", "minimum": 400, "maximum": 599},
+            "detail": {"type": "string"},
+            "errors": {
+                "type": "array",
+                "items": _obj(
+                    ["field", "message"], field={"type": "string"}, message={"type": "string"}
+                ),
+            },
+            "correlationId": {"type": "string"},
+        },
+    },
+    "Name": {"type": "string", "pattern": _LABEL, "maxLength": MAX_NAME_LENGTH},
+    "ObjectMeta": _obj(
+        name=_ref("Name"),
+        namespace={"type": "string"},
+        labels=_STRING_MAP,
+        annotations=_STRING_MAP,
+        resourceVersion={"type": "string"},
+    ),
+    "Delivery": _obj(
+        retry={"type": "integer", "minimum": 0},
+        backoffPolicy={"enum": ["exponential", "linear"]},
+        backoffDelay=_DURATION,
+        timeout=_DURATION,
+        retryAfterMax=_DURATION,
+        deadLetterSink=_DESTINATION,
+        format={"enum": ["json", "binary"]},
+    ),
+    "BrokerSpec": _obj(delivery=_ref("Delivery"), config={"type": "object"}),
+    "Broker": _obj(
+        ["metadata"],
+        apiVersion={"const": "eventing.knative.dev/v1"},
+        kind={"const": "Broker"},
+        metadata=_ref("ObjectMeta"),
+        spec=_ref("BrokerSpec"),
+    ),
+    "Filter": {
+        "type": "object",
+        "description": "exactly one dialect per element",
+        "properties": {
+            "exact": _STRING_MAP,
+            "prefix": _STRING_MAP,
+            "suffix": _STRING_MAP,
+            "all": {"type": "array", "items": {"$ref": "#/components/schemas/Filter"}},
+            "any": {"type": "array", "items": {"$ref": "#/components/schemas/Filter"}},
+            "not": {"$ref": "#/components/schemas/Filter"},
+            "cesql": {"type": "string"},
+        },
+    },
+    "TriggerSpec": _obj(
+        ["subscriber"],
+        broker=_ref("Name"),
+        filter=_obj(attributes=_STRING_MAP),
+        filters={"type": "array", "items": _ref("Filter")},
+        subscriber=_DESTINATION,
+        delivery=_ref("Delivery"),
+    ),
+    "Trigger": _obj(
+        ["metadata", "spec"],
+        apiVersion={"const": "eventing.knative.dev/v1"},
+        kind={"const": "Trigger"},
+        metadata=_ref("ObjectMeta"),
+        spec=_ref("TriggerSpec"),
+    ),
+    "KafkaSource": _obj(
+        ["metadata", "spec"],
+        apiVersion={"const": "sources.knative.dev/v1"},
+        kind={"const": "KafkaSource"},
+        metadata=_ref("ObjectMeta"),
+        spec=_obj(
+            ["bootstrapServers", "topics", "sink"],
+            bootstrapServers={"type": "array", "items": {"type": "string"}},
+            topics={"type": "array", "items": {"type": "string"}},
+            consumerGroup={"type": "string"},
+            initialOffset={"enum": ["earliest", "latest"]},
+            sink=_DESTINATION,
+            delivery=_ref("Delivery"),
+        ),
+    ),
+    "Resource": _obj(
+        ["apiVersion", "kind", "metadata"],
+        apiVersion={"type": "string"},
+        kind={"type": "string"},
+        metadata=_obj(["name"], name={"type": "string"}, uid={"type": "string"}),
+        spec={"type": "object"},
+        status=_obj(conditions={"type": "array", "items": {"type": "object"}}),
+    ),
+    "ResourceList": _obj(
+        ["items"],
+        apiVersion={"type": "string"},
+        kind={"type": "string"},
+        items={"type": "array", "items": _ref("Resource")},
+    ),
+    "Status": _obj(["kind", "status"], kind={"const": "Status"}, status={"type": "string"}),
+    "CloudEvent": {
+        "type": "object",
+        "description": "a structured-mode CloudEvent (JSON format)",
+        "required": ["specversion", "id", "source", "type"],
+        "properties": {
+            "specversion": {"type": "string"},
+            "id": {"type": "string"},
+            "source": {"type": "string"},
+            "type": {"type": "string"},
+        },
+    },
+    "Object": {"type": "object"},
+}
+
+_PROBLEM = {"content": {PROBLEM_TYPE: {"schema": _ref("Problem")}}}
+
+
+def _problem(description: str) -> dict[str, Any]:
+    return {"description": description, **_PROBLEM}
+
+
+def _json(schema: str, description: str = "OK") -> dict[str, Any]:
+    return {"description": description, "content": {JSON: {"schema": _ref(schema)}}}
+
+
+# Every operation may answer these: a client error as problem+json, and (never on purpose)
+# a server error in the same shape.
+_ERRORS = {
+    "4XX": _problem("the request was refused; `errors` names every problem"),
+    "5XX": _problem("the service failed (503: retry later)"),
+}
+_EMPTY = {"description": "no body"}
+
+
+def _op(
+    op_id: str,
+    summary: str,
+    responses: dict[str, Any],
+    *,
+    body: str | None = None,
+    query: tuple[str, ...] = (),
+    public: bool = False,
+) -> dict[str, Any]:
+    op: dict[str, Any] = {"operationId": op_id, "summary": summary}
+    if query:
+        op["parameters"] = [
+            {"name": q, "in": "query", "required": False, "schema": {"type": "string"}}
+            for q in query
+        ]
+    if body:
+        op["requestBody"] = {"required": True, "content": {JSON: {"schema": _ref(body)}}}
+    op["responses"] = {**responses, **_ERRORS}
+    if public:
+        op["security"] = []
+    return op
+
+
+def _crud(kind: str, plural: str, base: str, schema: str) -> dict[str, dict[str, Any]]:
+    one = f"{base}/{{name}}"
+    return {
+        base: {
+            "get": _op(
+                f"list{kind}s", f"list the namespace's {plural}", {"200": _json("ResourceList")}
+            ),
+            "post": _op(
+                f"create{kind}",
+                f"create a {kind} (name in the body)",
+                {"201": _json("Resource")},
+                body=schema,
+            ),
+        },
+        one: {
+            "get": _op(f"get{kind}", f"a {kind} with its live status", {"200": _json("Resource")}),
+            "put": _op(
+                f"put{kind}",
+                f"create (201) or replace (200) a {kind}",
+                {"200": _json("Resource"), "201": _json("Resource")},
+                body=schema,
+            ),
+            "delete": _op(f"delete{kind}", f"delete a {kind}", {"200": _json("Status")}),
+        },
+    }
+
+
+def _ingress() -> dict[str, Any]:
+    allow = {
+        "Allow": {"schema": {"type": "string"}},
+    }
+    post = _op(
+        "sendEvent",
+        "send an event (binary, structured or batch content mode)",
+        {"202": {"description": "stored for every matching ready trigger"}},
+        public=True,
+    )
+    post["requestBody"] = {
+        "required": False,
+        "content": {
+            "application/cloudevents+json": {"schema": _ref("CloudEvent")},
+            "application/cloudevents-batch+json": {
+                "schema": {"type": "array", "items": _ref("CloudEvent")}
+            },
+            "application/octet-stream": {
+                "schema": {"type": "string", "format": "binary"},
+                "description": "binary mode: the attributes travel as ce-* headers",
+            },
+        },
+    }
+    post["parameters"] = [
+        {"name": f"ce-{a}", "in": "header", "required": False, "schema": {"type": "string"}}
+        for a in ("specversion", "id", "source", "type")
+    ]
+    item: dict[str, Any] = {"post": post}
+    item["options"] = _op(
+        "ingressOptions",
+        "the CloudEvents webhook handshake",
+        {"200": {"description": "allowed methods and origins", "headers": allow}},
+        public=True,
+    )
+    for method in ("get", "put", "delete", "patch", "head"):
+        item[method] = _op(
+            f"ingress{method.capitalize()}",
+            "not allowed on an ingress URL (405 with Allow: POST, OPTIONS)",
+            {"405": {**_problem("use POST"), "headers": allow}},
+            public=True,
+        )
+    return item
+
+
+def _paths() -> dict[str, dict[str, Any]]:
+    obj = {"200": _json("Object")}
+    paths: dict[str, dict[str, Any]] = {
+        "/healthz": {"get": _op("health", "liveness", {"200": _json("Object")}, public=True)},
+        "/metrics": {
+            "get": _op(
+                "metrics",
+                "Prometheus text of the local runtime's metrics",
+                {
+                    "200": {
+                        "description": "OK",
+                        "content": {"text/plain": {"schema": {"type": "string"}}},
+                    }
+                },
+            )
+        },
+        "/{namespace}/{broker}": _ingress(),
+        "/apis/openapi.json": {"get": _op("openapi", "this document", obj)},
+        **_crud("Broker", "brokers", f"{CP}/brokers", "Broker"),
+        **_crud("Trigger", "triggers", f"{CP}/triggers", "Trigger"),
+        f"{CP}/triggers/{{name}}/deadletters": {
+            "get": _op(
+                "listDeadLetters", "dead-lettered events, not consumed", obj, query=("limit",)
+            ),
+            "delete": _op("purgeDeadLetters", "purge the trigger's DLQ", obj),
+        },
+        f"{CP}/triggers/{{name}}/deadletters/redrive": {
+            "post": _op("redriveDeadLetters", "move dead letters back", {"202": _json("Object")})
+        },
+        f"{CP}/brokers/{{name}}/tokens": {
+            "get": _op("listTokens", "the broker's ingress tokens (ids only)", obj),
+            "post": _op("createToken", "a new ingress token, shown once", {"201": _json("Object")}),
+        },
+        f"{CP}/brokers/{{name}}/tokens/{{token_id}}": {
+            "delete": _op("revokeToken", "revoke an ingress token", obj)
+        },
+        **_crud("KafkaSource", "Kafka sources", KS, "KafkaSource"),
+        f"{KS}/{{name}}/failures": {
+            "get": _op(
+                "listKafkaFailures", "records that could not be ingested", obj, query=("limit",)
+            ),
+            "delete": _op("purgeKafkaFailures", "purge them", obj),
+        },
+        REG: {"get": _op("registryRoot", "xRegistry root", obj, query=("inline",))},
+        f"{REG}/model": {"get": _op("registryModel", "xRegistry model", obj)},
+        f"{REG}/endpoints": {"get": _op("registryEndpoints", "endpoints", obj, query=("inline",))},
+        ENDPOINT: {
+            "get": _op("registryEndpoint", "an endpoint", obj, query=("inline",)),
+            "put": _op(
+                "putRegistryEndpoint",
+                "create (201) or replace (200) an endpoint",
+                {"200": _json("Object"), "201": _json("Object")},
+                body="Object",
+            ),
+            "delete": _op(
+                "deleteRegistryEndpoint", "delete an endpoint", {"204": _EMPTY}, query=("epoch",)
+            ),
+        },
+        f"{ENDPOINT}/messages": {
+            "get": _op("registryMessages", "an endpoint's messages", obj, query=("inline",))
+        },
+        MESSAGE: {
+            "get": _op("registryMessage", "a message", obj, query=("inline",)),
+            "delete": _op(
+                "deleteRegistryMessage", "delete a message", {"204": _EMPTY}, query=("epoch",)
+            ),
+        },
+        f"{MESSAGE}/meta": {"get": _op("registryMessageMeta", "a message's meta", obj)},
+        f"{MESSAGE}/versions": {"get": _op("registryMessageVersions", "its versions", obj)},
+        f"{MESSAGE}/versions/{{versionid}}": {
+            "get": _op("registryMessageVersion", "one version", obj)
+        },
+    }
+    for path, item in paths.items():
+        params = [_path_parameter(p) for p in _PATH_PARAM.findall(path)]
+        if params:
+            item["parameters"] = params
+    return paths
+
+
+def _path_parameter(name: str) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string", "minLength": 1}
+    description = None
+    if name in ("namespace", "broker", "name"):
+        schema = _ref("Name")
+    if name == "namespace":
+        description = "not one of the reserved " + ", ".join(sorted(RESERVED_NAMESPACES))
+    param: dict[str, Any] = {"name": name, "in": "path", "required": True, "schema": schema}
+    if description:
+        param["description"] = description
+    return param
+
+
+def document(public_url: str, *, signed: bool) -> dict[str, Any]:
+    """The document. ``signed``: the control plane needs SigV4 (deployed); in local mode it is
+    open on loopback and the document says so by naming no security requirement."""
+    doc: dict[str, Any] = {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Serverless Broker",
+            "version": "1",
+            "description": "Knative-compatible CloudEvents broker: ingress, Knative-shaped control "
+            "plane (Brokers, Triggers, KafkaSources), dead letters, ingress tokens, xRegistry.",
+        },
+        "servers": [{"url": public_url}],
+        "paths": _paths(),
+        "components": {"schemas": SCHEMAS},
+    }
+    if signed:
+        doc["components"]["securitySchemes"] = {
+            "sigv4": {
+                "type": "apiKey",
+                "name": "Authorization",
+                "in": "header",
+                "description": "AWS Signature Version 4 (API Gateway IAM authorization)",
+            }
+        }
+        doc["security"] = [{"sigv4": []}]
+    else:
+        for item in doc["paths"].values():
+            for key, op in item.items():
+                if key != "parameters":
+                    op.pop("security", None)
+    return doc
