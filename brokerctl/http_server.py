@@ -18,10 +18,17 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _handle(self) -> None:
         started = time.perf_counter()
-        length = int(self.headers.get("content-length") or 0)
-        body = self.rfile.read(length) if length else b""
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        status, out_headers, out_body = self.server.dispatch(self.command, self.path, headers, body)
+        length = _content_length(self.headers.get("content-length"))
+        if isinstance(length, tuple):
+            # What API Gateway refuses before any Lambda runs; the connection cannot be reused.
+            status, out_headers, out_body = length
+            self.close_connection = True
+        else:
+            body = self.rfile.read(length) if length else b""
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            status, out_headers, out_body = self.server.dispatch(
+                self.command, self.path, headers, body
+            )
         self.send_response(status)
         for name, value in out_headers.items():
             if name.lower() in {"content-length", "connection", "transfer-encoding"}:
@@ -38,6 +45,32 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         return None
+
+
+# API Gateway's REST API payload limit.
+MAX_BODY_BYTES = 10 * 1024 * 1024
+
+
+def _content_length(value: str | None) -> int | tuple[int, dict[str, str], bytes]:
+    """The body's length, or the answer when it cannot be read: 400 for a Content-Length that is
+    not a number, 413 over API Gateway's 10 MiB."""
+    import json
+
+    from chalicelib.problems import PROBLEM_TYPE, problem_document
+
+    text = (value or "0").strip()
+    if not (text.isascii() and text.isdigit() and len(text) <= 12):
+        doc = problem_document(400, "Bad request", "Content-Length is not a number", "bad-request")
+    elif int(text) > MAX_BODY_BYTES:
+        doc = problem_document(
+            413,
+            "Payload too large",
+            f"the body is {text} bytes; the API accepts {MAX_BODY_BYTES}",
+            "payload-too-large",
+        )
+    else:
+        return int(text)
+    return doc["status"], {"Content-Type": PROBLEM_TYPE}, json.dumps(doc).encode()
 
 
 class _Server(ThreadingHTTPServer):
@@ -58,14 +91,26 @@ class _Server(ThreadingHTTPServer):
 def chalice_dispatcher(
     app: Any, stage: str = "local"
 ) -> Callable[[str, str, dict[str, str], bytes], tuple[int, dict[str, str], bytes]]:
+    import json
+
     from chalice.config import Config
-    from chalice.local import LocalGateway, LocalGatewayException
+    from chalice.local import LocalGateway, LocalGatewayException, RouteMatcher
+
+    from chalicelib.problems import PROBLEM_TYPE, no_route_problem
 
     gateway = LocalGateway(app, Config(chalice_stage=stage, config_from_disk={}))
+    routes = RouteMatcher(list(app.routes))
+    no_route = json.dumps(no_route_problem()).encode()
 
     def dispatch(
         method: str, path: str, headers: dict[str, str], body: bytes
     ) -> tuple[int, dict[str, str], bytes]:
+        try:
+            routes.match_route(path)
+        except ValueError:
+            # API Gateway (and LocalGateway) answer 403 Missing Authentication Token here; the
+            # deployed API maps that to this same 404 (infra/gateway_responses.py).
+            return 404, {"Content-Type": PROBLEM_TYPE}, no_route
         try:
             response = gateway.handle_request(method, path, headers, body or None)
         except LocalGatewayException as exc:
