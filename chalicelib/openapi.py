@@ -250,15 +250,14 @@ def _ingress() -> dict[str, Any]:
     )
     post["requestBody"] = {
         "required": False,
+        "description": "binary mode (any other media type) carries the attributes as ce-* "
+        "headers; structured and batch modes carry them in the JSON body",
         "content": {
             "application/cloudevents+json": {"schema": _ref("CloudEvent")},
             "application/cloudevents-batch+json": {
                 "schema": {"type": "array", "items": _ref("CloudEvent")}
             },
-            "application/octet-stream": {
-                "schema": {"type": "string", "format": "binary"},
-                "description": "binary mode: the attributes travel as ce-* headers",
-            },
+            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
         },
     }
     post["parameters"] = [

@@ -103,7 +103,7 @@ def test_a_recreated_broker_refuses_its_predecessors_tokens(h: Harness) -> None:
     assert h.store.list("token", "ns") == []
 
 
-# ---- reserved namespaces ---------------------------------------------------------------------------
+# ---- reserved namespaces ------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("namespace", sorted(RESERVED_NAMESPACES))
