@@ -43,6 +43,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_HEAD = _handle
 
+    def __getattr__(self, name: str) -> Any:
+        # Any other method (TRACE, PROPFIND, ...) goes to the app as well, which answers 405
+        # problem+json as API Gateway's routes do, instead of http.server's HTML 501.
+        if name.startswith("do_"):
+            return self._handle
+        raise AttributeError(name)
+
     def log_message(self, format: str, *args: Any) -> None:
         return None
 
