@@ -4,6 +4,7 @@ token issued to its predecessor (fail closed, DESIGN.md §5)."""
 
 from __future__ import annotations
 
+import builtins
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -79,7 +80,7 @@ class Tokens:
         self._cache.invalidate(namespace, broker)
         return {"revoked": token_id}
 
-    def revoke_all(self, namespace: str, broker: str) -> list[str]:
+    def revoke_all(self, namespace: str, broker: str) -> builtins.list[str]:
         """Delete every token of the broker (called before the broker itself is deleted, so a
         failure here leaves the broker in place and the delete can be retried)."""
         gone = [t.name for t in self._store.list(TOKEN, namespace) if t.doc.get("broker") == broker]
