@@ -19,6 +19,7 @@ from brokerctl.http_server import AppServer
 from chalicelib import container as container_module
 from chalicelib.config import ConfigurationError
 from chalicelib.container import use_container
+from chalicelib.core.errors import NotFoundError
 from chalicelib.core.names import RESERVED_NAMESPACES
 from tests.fakes import MemoryStore
 from tests.functional.harness import CP, Harness
@@ -101,6 +102,24 @@ def test_a_recreated_broker_refuses_its_predecessors_tokens(h: Harness) -> None:
     assert h.post({**BINARY, "authorization": f"Bearer {old}"}, b"x").status == 401
     assert h.container.tokens.list("ns", "default") == {"items": []}
     assert h.store.list("token", "ns") == []
+
+
+class DeletingStore(MemoryStore):
+    """A broker delete that runs, whole, between a token's broker check and its write."""
+
+    def put(self, kind: str, namespace: str, name: str, doc: Any, expected: int | None) -> Any:
+        if kind == "token":
+            self.delete("broker", namespace, str(doc["broker"]))
+        return super().put(kind, namespace, name, doc, expected)
+
+
+def test_a_token_written_while_its_broker_is_deleted_is_taken_back() -> None:
+    h = Harness()
+    h.container.store = store = DeletingStore()  # type: ignore[misc]
+    h.broker()
+    with pytest.raises(NotFoundError, match="deleted meanwhile"):
+        h.container.tokens.create("ns", "default")
+    assert store.list("token", "ns") == []
 
 
 # ---- reserved namespaces ------------------------------------------------------------------------
