@@ -369,6 +369,8 @@ def _path_parameter(name: str) -> dict[str, Any]:
     if name == "namespace":
         description = "not one of the reserved " + ", ".join(sorted(RESERVED_NAMESPACES))
     param: dict[str, Any] = {"name": name, "in": "path", "required": True, "schema": schema}
+    if name in ("namespace", "broker"):
+        param["example"] = "default"
     if description:
         param["description"] = description
     return param

@@ -9,8 +9,10 @@ Bounded by default (``SCHEMATHESIS_EXAMPLES`` per operation, 8); raise it for a 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import httpx
+import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis import GenerationMode
@@ -23,6 +25,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from brokerctl.event_display import EventDisplay
 from chalicelib.openapi import document
 from tests.e2e.conftest import LocalBroker
 
@@ -50,6 +53,20 @@ def test_the_runtime_serves_this_document(local_broker: LocalBroker) -> None:
     assert served == document(local_broker.url, signed=False)
 
 
+@pytest.fixture(scope="module")
+def api(local_broker: LocalBroker) -> Iterator[str]:
+    """The runtime with a broker and a trigger where the document's examples point (namespace and
+    broker ``default``), so generated events are stored and delivered, not only refused."""
+    with EventDisplay() as subscriber:
+        local_broker.put("default", "brokers", "default", {"metadata": {"name": "default"}})
+        trigger = {"broker": "default", "subscriber": {"uri": subscriber.url}}
+        local_broker.put(
+            "default", "triggers", "all", {"metadata": {"name": "all"}, "spec": trigger}
+        )
+        local_broker.wait_ready("default", "triggers", "all")
+        yield local_broker.url
+
+
 @schema.parametrize()
 @settings(
     max_examples=EXAMPLES,
@@ -57,5 +74,5 @@ def test_the_runtime_serves_this_document(local_broker: LocalBroker) -> None:
     derandomize=True,
     suppress_health_check=list(HealthCheck),
 )
-def test_api(case: Case, local_broker: LocalBroker) -> None:
-    case.call_and_validate(base_url=local_broker.url, checks=CHECKS, timeout=30)
+def test_api(case: Case, api: str) -> None:
+    case.call_and_validate(base_url=api, checks=CHECKS, timeout=30)
