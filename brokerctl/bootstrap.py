@@ -11,7 +11,7 @@ from typing import Any
 
 from chalicelib.adapters.aws_clients import AwsClients
 from chalicelib.adapters.aws_errors import error_code
-from chalicelib.config import Settings
+from chalicelib.config import ConfigurationError, Settings
 from infra.declarations import Declarations, local_declarations
 
 _TRUST = {
@@ -27,6 +27,10 @@ _TRUST = {
 
 
 def bootstrap(settings: Settings, clients: AwsClients, say: Callable[[str], None] = print) -> None:
+    if not settings.local_mode:
+        # Deployed stages get their resources from infra/ (CloudFormation); creating them here
+        # by hand against a real account would be a second, drifting copy.
+        raise ConfigurationError("bootstrap creates local-mode resources only (local_mode false)")
     account = clients.client("sts").get_caller_identity()["Account"]
     decl = local_declarations(settings, account_id=account)
     _table(decl, clients, say)

@@ -58,3 +58,11 @@ def test_an_environment_that_cannot_run_safely_is_refused_with_every_problem(
 def test_a_complete_environment_runs(env: dict[str, str]) -> None:
     settings = Settings.from_env(env)
     assert settings.require_runnable() is settings
+
+
+def test_bootstrap_creates_resources_only_in_local_mode() -> None:
+    from brokerctl.bootstrap import bootstrap
+
+    deployed = Settings.from_env({"BROKER_STAGE": "prod"})
+    with pytest.raises(ConfigurationError, match="local-mode resources only"):
+        bootstrap(deployed, clients=None)  # type: ignore[arg-type]  # refused before any call
