@@ -174,7 +174,8 @@ def parse_kafka_source(namespace: str, body: object, *, path_name: str | None) -
             )
         )
     offset = spec.get("initialOffset", DEFAULT_INITIAL_OFFSET)
-    if offset not in INITIAL_OFFSETS:
+    # Checked as a string first: a JSON object is unhashable and would raise, not be refused.
+    if not isinstance(offset, str) or offset not in INITIAL_OFFSETS:
         problems.append(
             Problem("spec.initialOffset", f'must be "earliest" or "latest", got {quote(offset)}')
         )

@@ -60,6 +60,8 @@ def test_defaults() -> None:
         ({"mskClusterArn": MSK}, "spec"),  # both given
         ({"consumerGroup": "bad group"}, "spec.consumerGroup"),
         ({"initialOffset": "newest"}, "spec.initialOffset"),
+        ({"initialOffset": {}}, "spec.initialOffset"),
+        ({"initialOffset": ["earliest"]}, "spec.initialOffset"),
         ({"batchSize": True}, "spec.batchSize"),
         ({"batchSize": 10_001}, "spec.batchSize"),
         ({"net": {"sasl": {"enable": True, "type": "PLAIN"}}}, "spec.net.sasl.secretArn"),
