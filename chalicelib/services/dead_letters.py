@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import builtins
 import json
+import time
+from collections.abc import Callable
 from typing import Any
 
 from chalicelib.core import codec, names
@@ -15,13 +17,24 @@ from chalicelib.services.claims import Claims
 ERROR_EXTENSIONS = ("knativeerrordest", "knativeerrorcode", "knativeerrordata")
 PEEK_VISIBILITY = 30
 MAX_LIST = 1000
+# A redrive answers within API Gateway's 29 s integration timeout; what is left is reported.
+REDRIVE_SECONDS = 20.0
 
 
 class DeadLetters:
-    def __init__(self, queues: Queues, claims: Claims, queue_prefix: str) -> None:
+    def __init__(
+        self,
+        queues: Queues,
+        claims: Claims,
+        queue_prefix: str,
+        clock: Callable[[], float] = time.monotonic,
+        redrive_seconds: float = REDRIVE_SECONDS,
+    ) -> None:
         self._queues = queues
         self._claims = claims
         self._prefix = queue_prefix
+        self._clock = clock
+        self._redrive_seconds = redrive_seconds
 
     def _names(self, namespace: str, broker: str, trigger: str) -> tuple[str, str]:
         queue = names.queue_name(self._prefix, namespace, broker, trigger)
@@ -47,10 +60,20 @@ class DeadLetters:
         return {"items": items, "count": len(items), "depth": self._queues.depth(dlq)}
 
     def redrive(self, namespace: str, broker: str, trigger: str) -> dict[str, Any]:
+        """Moves the messages present when it starts, once: messages that fail again and come
+        back to the DLQ while it runs are not moved a second time (the old loop could spin until
+        the API timed out), and it stops at a deadline, reporting what remains."""
         queue, dlq = self._names(namespace, broker, trigger)
+        budget = self._queues.depth(dlq)
+        deadline = self._clock() + self._redrive_seconds
         moved = 0
-        while True:
-            batch = self._queues.receive(dlq, 10, 0, PEEK_VISIBILITY)
+        seen: set[str] = set()
+        while moved < budget and self._clock() < deadline:
+            received = self._queues.receive(dlq, min(10, budget - moved), 0, PEEK_VISIBILITY)
+            batch = [m for m in received if m.message_id not in seen]
+            for m in received:
+                if m.message_id in seen:  # back again already: leave it for the next redrive
+                    self._queues.change_visibility(dlq, m.receipt_handle, 0)
             if not batch:
                 break
             bodies = [self._without_errors(m.body) for m in batch]
@@ -60,6 +83,7 @@ class DeadLetters:
                 )
             )
             for i, m in enumerate(batch):
+                seen.add(m.message_id)
                 if str(i) in failed:
                     self._queues.change_visibility(dlq, m.receipt_handle, 0)
                 else:
