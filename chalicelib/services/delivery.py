@@ -58,6 +58,10 @@ class RetryLaterError(Exception):
     """Marks a record as a batch item failure (its visibility was already set)."""
 
 
+class NoDeadLetterSinkError(RetryLaterError):
+    """The dead-letter function got an event of a trigger without a sink: it stays in the DLQ."""
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
 
@@ -300,10 +304,17 @@ class Delivery:
             self._poison(queue, record, str(exc))
             return None
         key = (queued.namespace, queued.broker, queued.trigger)
-        if key in destinations:
-            destination = destinations[key]
-        else:
-            destination = destinations[key] = self._destination(queued)
+        try:
+            if key in destinations:
+                destination = destinations[key]
+            else:
+                destination = destinations[key] = self._destination(queued)
+        except NoDeadLetterSinkError:
+            # Dead-letter mode without a sink (removed while its mapping still exists, or the
+            # mapping's removal failed): the event stays in the DLQ, out of sight for the
+            # longest visibility SQS allows, for inspection and redrive. Never deleted.
+            self._queues.change_visibility(queue, record["receiptHandle"], 43200)
+            raise
         if destination is None:
             return None
         job = _Job(index, record, queue, attempt, queued, destination)
@@ -312,8 +323,16 @@ class Delivery:
         return job
 
     def _destination(self, queued: QueuedEvent) -> _Destination | None:
+        """Where the trigger delivers; None when it is gone. Raises NoDeadLetterSinkError in
+        dead-letter mode when the trigger has no sink."""
         config = self._cache.get(queued.namespace, queued.broker)
         route = config.route(queued.trigger) if config else None
+        if route is None:
+            # Not in this container's cached config: it may be newer than the cache (a trigger
+            # created a moment ago). Read it again once before deciding it is gone.
+            self._cache.invalidate(queued.namespace, queued.broker)
+            config = self._cache.get(queued.namespace, queued.broker)
+            route = config.route(queued.trigger) if config else None
         if route is None:
             # Deleted broker or trigger: Knative lets a few events still arrive after a delete;
             # here they are dropped on purpose, and said so.
@@ -326,7 +345,7 @@ class Delivery:
             return None
         target = self._target(route)
         if not target:
-            return None  # dead-letter mode without a sink (the mapping should not exist)
+            raise NoDeadLetterSinkError("no dead-letter sink is set; the event stays in the DLQ")
         timeout = route.delivery.timeout.seconds if route.delivery.timeout else None
         timeout = min(timeout or DEFAULT_ATTEMPT_TIMEOUT, self._max_timeout)
         return _Destination(route, target, kafka_target(target), timeout)

@@ -5,12 +5,15 @@ queue, and a trigger the delivery cache has not seen yet."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
+from chalicelib.container import Container
 from chalicelib.core import names
-from chalicelib.ports import OutgoingMessage
+from chalicelib.ports import HttpResponse, OutgoingMessage
 from chalicelib.services.claims import Claims
 from chalicelib.services.dead_letters import DeadLetters
 from tests.fakes import MemoryBlobs, MemoryQueues
+from tests.functional.harness import Harness
 
 PREFIX = "sb-t-"
 
@@ -68,3 +71,39 @@ def test_redrive_stops_at_its_deadline_and_reports_what_remains() -> None:
     answer = dead.redrive("ns", "b", "t")
     assert 0 < answer["redriven"] < 30
     assert answer["redriven"] + answer["remaining"] == 30
+
+
+# ---- the dead-letter function without a sink (defect 4) ------------------------------------------
+
+
+def test_dead_letter_function_without_a_sink_keeps_the_event_in_the_dlq() -> None:
+    h = Harness(HttpResponse(500, {}, b"down"))
+    h.broker()
+    h.trigger("t1", delivery={"retry": 0})
+    assert h.send(id_="e1").status == 202
+    h.deliver_once("t1")  # fails for good: into the DLQ
+    assert len(h.messages(h.dlq_of("t1"))) == 1
+    # The DLQ mapping still exists (its removal failed, or is under way): the dead-letter
+    # function must not take the event out of the DLQ.
+    answer = h.deliver_once("t1", dead_letter=True)
+    assert answer["received"] == 1 and len(answer["batchItemFailures"]) == 1
+    assert [m["event"]["id"] for m in h.messages(h.dlq_of("t1"))] == ["e1"]
+
+
+# ---- a trigger newer than the delivery container's cache (defect 9) -------------------------------
+
+
+def test_delivery_reads_the_config_again_for_a_trigger_it_does_not_know() -> None:
+    h = Harness(HttpResponse(200, {}, b""))
+    h.broker()
+    # A second warm container (another delivery Lambda) on the same AWS, with a long cache TTL.
+    other = Container(replace(h.settings, cache_ttl_seconds=3600.0))
+    for port in ("store", "queues", "mappings", "blobs", "archive", "sender"):
+        setattr(other, port, getattr(h.container, port))
+    assert other.cache.get("ns", "default") is not None  # cached before the trigger exists
+    h.trigger("t1")
+    assert h.send(id_="new").status == 202
+    h.container = other  # the poller invokes the other container's delivery function
+    h.deliver_once("t1")
+    assert [r.headers.get("ce-id") for r in h.sender.sent] == ["new"]
+    assert h.messages(h.queue_of("t1")) == []
