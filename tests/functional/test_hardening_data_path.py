@@ -90,7 +90,7 @@ def test_dead_letter_function_without_a_sink_keeps_the_event_in_the_dlq() -> Non
     assert [m["event"]["id"] for m in h.messages(h.dlq_of("t1"))] == ["e1"]
 
 
-# ---- a trigger newer than the delivery container's cache (defect 9) -------------------------------
+# ---- a trigger newer than the delivery container's cache (defect 9) -------------------------
 
 
 def test_delivery_reads_the_config_again_for_a_trigger_it_does_not_know() -> None:
