@@ -95,8 +95,12 @@ class SqsQueues:
         entries = [
             {"Id": m.id, "MessageBody": m.body, "DelaySeconds": m.delay_seconds} for m in messages
         ]
-        with translated(f"send to {name}"):
-            out = self._sqs.send_message_batch(QueueUrl=self._url(name), Entries=entries)
+        try:
+            with translated(f"send to {name}"):
+                out = self._sqs.send_message_batch(QueueUrl=self._url(name), Entries=entries)
+        except NotFoundError:
+            self._urls.pop(name, None)  # a queue of the same name, made again, is found again
+            raise
         return [f["Id"] for f in out.get("Failed", [])]
 
     def receive(

@@ -202,8 +202,18 @@ class Ingress:
                 config.namespace, config.name, event_json, [r.name for r in routes], size, now
             )
             records.append(archive.encode_line(record))
+        gone = False
         for queue, bodies in per_queue.items():
-            self._send_all(queue, bodies)
+            try:
+                self._send_all(queue, bodies)
+            except NotFoundError:
+                # A missing queue means its trigger was deleted after this container cached the
+                # broker's routes: the trigger is gone, not the broker. Its events are dropped
+                # (as after any trigger delete) and the others are stored and answered 202.
+                self._log(f"queue {queue} is gone: its trigger was deleted; routes reloaded")
+                gone = True
+        if gone:
+            self._cache.invalidate(config.namespace, config.name)
         self._archive_quietly(records)
         if self._observe is not None:
             self._observe(config.namespace, config.name, prepared)

@@ -157,6 +157,17 @@ def test_queue_missing_is_not_found(queues: Any) -> None:
         queues.send_batch(_unique("missing"), [OutgoingMessage("a", "x")])
 
 
+def test_queue_deleted_after_use_is_not_found(queues: Any) -> None:
+    # The adapter caches queue URLs: a send after the queue is gone must still say "not found"
+    # (ingress drops that trigger from the fan-out), not a generic AWS error.
+    name = _unique("gone")
+    queues.create(name, {})
+    assert queues.send_batch(name, [OutgoingMessage("a", "x")]) == []
+    queues.delete(name)
+    with pytest.raises(NotFoundError):
+        queues.send_batch(name, [OutgoingMessage("a", "x")])
+
+
 def test_queue_purge(queues: Any) -> None:
     name = _unique("sb-ct")
     queues.create(name, {})

@@ -107,3 +107,23 @@ def test_delivery_reads_the_config_again_for_a_trigger_it_does_not_know() -> Non
     h.deliver_once("t1")
     assert [r.headers.get("ce-id") for r in h.sender.sent] == ["new"]
     assert h.messages(h.queue_of("t1")) == []
+
+
+# ---- a deleted trigger's queue (defect 6) -----------------------------------------------
+
+
+def test_a_deleted_triggers_queue_does_not_fail_the_broker() -> None:
+    h = Harness()
+    h.broker()
+    h.trigger("keep")
+    h.trigger("gone")
+    ingress = Container(replace(h.settings, cache_ttl_seconds=3600.0))
+    for port in ("store", "queues", "mappings", "blobs", "archive", "sender"):
+        setattr(ingress, port, getattr(h.container, port))
+    assert ingress.cache.get("ns", "default") is not None  # both routes cached
+    h.queues.delete(h.queue_of("gone"))  # the trigger's delete removed its queue
+    h.container = ingress
+    assert h.send(id_="e1").status == 202  # before the fix: NotFoundError, a 500 for every event
+    assert [m["event"]["id"] for m in h.messages(h.queue_of("keep"))] == ["e1"]
+    assert h.send(id_="e2").status == 202  # the routes were read again
+    assert [m["event"]["id"] for m in h.messages(h.queue_of("keep"))] == ["e1", "e2"]
