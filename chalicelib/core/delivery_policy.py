@@ -95,7 +95,10 @@ def parse_retry_after(value: str, now: datetime) -> float | None:
         now = now.replace(tzinfo=UTC)
     text = value.strip()
     if _DELTA_SECONDS.match(text):
-        return float(int(text))
+        # Any number of digits may come: past 9 (31 years) the wait is longer than SQS can hold
+        # a message anyway, and int/float would refuse thousands of digits.
+        digits = text.lstrip("0") or "0"
+        return float(int(digits)) if len(digits) <= 9 else float(MAX_BACKOFF_SECONDS)
     when = _http_date(text, now)
     if when is None:
         return None

@@ -1,24 +1,19 @@
-"""Reading JSON request bodies for the control plane, with problem-shaped errors."""
+"""Reading JSON request bodies for the control plane, with problem-shaped errors and the limits
+of ``core/limits.py`` (size, nesting depth, number ranges)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from chalicelib.core import limits
 from chalicelib.core.errors import Problem, ValidationError
 
 
 def parse_json_body(body: bytes) -> Any:
     if not body.strip():
         raise ValidationError([Problem("body", "a JSON object is required")])
-    try:
-        return json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValidationError([Problem("body", f"not valid JSON: {exc}")]) from None
+    return limits.read_json(body)
 
 
 def parse_limit(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise ValidationError([Problem("limit", f"must be an integer, got {text!r}")]) from None
+    return limits.read_int(text, "limit")

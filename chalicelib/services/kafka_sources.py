@@ -19,12 +19,11 @@ from typing import Any
 
 from chalicelib.config import Settings
 from chalicelib.core import kafka_source as ks
+from chalicelib.core import limits
 from chalicelib.core.errors import (
     BrokerError,
     ConflictError,
     NotFoundError,
-    Problem,
-    ValidationError,
 )
 from chalicelib.core.reconcile import RETENTION_SECONDS
 from chalicelib.core.resources import ingress_url
@@ -127,14 +126,13 @@ class KafkaSources:
 
     def failures(self, namespace: str, name: str, limit: str = "100") -> dict[str, Any]:
         """Up to ``limit`` records of the failure queue, without consuming them."""
-        if not (limit.isascii() and limit.isdigit() and 1 <= int(limit[:5]) <= MAX_LIST):
-            raise ValidationError([Problem("limit", f"must be between 1 and {MAX_LIST}")])
+        count = limits.read_int(limit, "limit", low=1, high=MAX_LIST)
         queue = self._failure_queue(namespace, name)
         seen: dict[str, ReceivedMessage] = {}
         try:
-            while len(seen) < int(limit):
+            while len(seen) < count:
                 batch: Sequence[ReceivedMessage]
-                want = min(10, int(limit) - len(seen))
+                want = min(10, count - len(seen))
                 batch = self._queues.receive(queue, want, 0, PEEK_VISIBILITY)
                 if not batch:
                     break

@@ -214,3 +214,29 @@ def test_resource_version_precondition(h: Harness, client: Client) -> None:
     r = call(client, "put", f"{CP}/ns/brokers/default", body)
     assert r.status_code == 200, r.json_body
     assert r.json_body["metadata"]["resourceVersion"] != version
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"metadata": {"name": "t"}, "spec": {"x": ' + b"[" * 990 + b"]" * 990 + b"}}",
+        b'{"metadata": {"name": "t"}, "spec": {"delivery": {"retry": ' + b"1" * 5000 + b"}}}",
+    ],
+)
+def test_hostile_bodies_are_400_problems(h: Harness, client: Client, body: bytes) -> None:
+    # Issue 16 defect 2: each of these was a 500 (RecursionError, ValueError of int()).
+    for method, path in (("put", f"{CP}/ns/brokers/b"), ("put", f"{CP}/ns/triggers/t")):
+        r = call(client, method, path, body)
+        assert r.status_code == 400, r.body
+        assert {k.lower(): v for k, v in r.headers.items()}[
+            "content-type"
+        ] == "application/problem+json"
+        assert json.loads(r.body)["errors"][0]["field"] == "body"
+
+
+def test_a_huge_limit_is_a_400_problem(h: Harness, client: Client) -> None:
+    call(client, "put", f"{CP}/ns/brokers/default", BROKER)
+    call(client, "put", f"{CP}/ns/triggers/t1", trigger())
+    r = call(client, "get", f"{CP}/ns/triggers/t1/deadletters?limit={'1' * 5000}")
+    assert r.status_code == 400 and json.loads(r.body)["errors"][0]["field"] == "limit"

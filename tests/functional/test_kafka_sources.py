@@ -232,6 +232,9 @@ def test_get_list_failures_and_delete(h: Harness, client: Client) -> None:
     kinds = sorted(i["kind"] for i in got["items"])
     assert kinds == ["discarded_batch", "invalid_record"]
     assert call(client, "get", f"{KS}/orders/failures?limit=zero").status_code == 400
+    # The old check read only the first five digits, then int() of all 5,001 gave a 500.
+    huge = "00001" + "0" * 4996
+    assert call(client, "get", f"{KS}/orders/failures?limit={huge}").status_code == 400
     r = call(client, "delete", f"{KS}/orders")
     assert r.status_code == 200 and r.json_body["details"]["failuresDiscarded"] == 2
     assert mappings(h) == [] and h.queues.get(queue) is None
