@@ -1,4 +1,6 @@
-"""Archive on a Firehose delivery stream (PutRecordBatch: ≤ 500 records, ≤ 4 MiB per call)."""
+"""Archive on a Firehose delivery stream. Firehose's limits are kept here, since nothing else
+(moto included) enforces them: a record ≤ 1,000 KiB, a PutRecordBatch ≤ 500 records and ≤ 4 MiB.
+A record over the limit is not sent (it would fail the whole call, and with it the others)."""
 
 from __future__ import annotations
 
@@ -9,8 +11,10 @@ from chalicelib.adapters.aws_clients import AwsClients
 from chalicelib.adapters.aws_errors import translated
 from chalicelib.core.errors import UnavailableError
 
-_MAX_RECORDS = 500
-_MAX_BYTES = 4 * 1024 * 1024 - 64 * 1024
+MAX_RECORDS = 500
+MAX_BATCH_BYTES = 4 * 1024 * 1024
+MAX_RECORD_BYTES = 1000 * 1024
+_MAX_BYTES = MAX_BATCH_BYTES - 64 * 1024  # room for the request's own JSON and base64 framing
 
 
 class FirehoseArchive:
@@ -23,7 +27,8 @@ class FirehoseArchive:
         return self._clients.client("firehose")
 
     def put(self, records: Sequence[bytes]) -> None:
-        for chunk in _chunks(records):
+        oversize = [r for r in records if len(r) > MAX_RECORD_BYTES]
+        for chunk in _chunks([r for r in records if len(r) <= MAX_RECORD_BYTES]):
             pending = list(chunk)
             for _ in range(3):
                 with translated(f"archive to {self._stream}"):
@@ -39,6 +44,11 @@ class FirehoseArchive:
                 ]
             else:
                 raise UnavailableError(f"archive: {len(pending)} records not accepted by Firehose")
+        if oversize:
+            raise UnavailableError(
+                f"archive: {len(oversize)} records over Firehose's {MAX_RECORD_BYTES} bytes"
+                " not sent"
+            )
 
 
 def _chunks(records: Sequence[bytes]) -> list[list[bytes]]:
@@ -46,7 +56,7 @@ def _chunks(records: Sequence[bytes]) -> list[list[bytes]]:
     current: list[bytes] = []
     size = 0
     for record in records:
-        if current and (len(current) == _MAX_RECORDS or size + len(record) > _MAX_BYTES):
+        if current and (len(current) == MAX_RECORDS or size + len(record) > _MAX_BYTES):
             chunks.append(current)
             current, size = [], 0
         current.append(record)

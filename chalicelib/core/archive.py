@@ -52,20 +52,33 @@ def accepted_record(
     triggers: list[str],
     size: int,
     at: datetime,
+    dataref: str | None = None,
 ) -> Record:
     """An event stored for delivery; ``event_json`` is the event in the CloudEvents JSON format
-    (with ``knativearrivaltime``), ``triggers`` the matched trigger names (empty: no match)."""
+    (with ``knativearrivaltime``), ``triggers`` the matched trigger names (empty: no match).
+
+    A large event (one that travels by claim check) is archived by reference: ``dataref`` is the
+    ``s3://`` address of the whole event in the JSON format, and ``event`` keeps its attributes
+    only, so that the record stays under Firehose's 1,000 KiB (schema v1: ``dataref`` is an
+    optional field, absent for events archived whole)."""
     for name in ("specversion", "id", "source", "type"):
         if not isinstance(event_json.get(name), str) or not event_json[name]:
             raise ValueError(f"event_json.{name} must be a non-empty string")
     if size < 0:
         raise ValueError("size must be >= 0")
-    return {
+    record = {
         **_common("accepted", namespace, broker, at),
         "event": dict(event_json),
         "triggers": list(triggers),
         "size": int(size),
     }
+    if dataref is not None:
+        record["event"] = {k: v for k, v in event_json.items() if k not in _DATA_MEMBERS}
+        record["dataref"] = dataref
+    return record
+
+
+_DATA_MEMBERS = ("data", "data_base64")
 
 
 def rejected_record(

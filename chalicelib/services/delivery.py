@@ -22,7 +22,7 @@ from aws_lambda_powertools.utilities.batch import (
 )
 
 from chalicelib.core import archive, codec, delivery_policy
-from chalicelib.core.errors import BrokerError, UnavailableError, ValidationError
+from chalicelib.core.errors import UnavailableError, ValidationError
 from chalicelib.core.event import CloudEvent
 from chalicelib.core.kafka_binding import encode_binary_record, encode_structured_record
 from chalicelib.core.message import QueuedEvent, decode_message
@@ -38,6 +38,7 @@ from chalicelib.ports import (
     Queues,
 )
 from chalicelib.services import tracing
+from chalicelib.services.archiver import Archiver
 from chalicelib.services.claims import Claims
 from chalicelib.services.ingress import TTL_ATTRIBUTE, Ingress, TtlExceededError
 from chalicelib.services.metrics import Metrics, status_class
@@ -136,7 +137,9 @@ class Delivery:
     ) -> None:
         self._cache = cache
         self._queues = queues
-        self._archive = archive_sink
+        self._archiver = Archiver(
+            archive_sink, metrics, "dead_letter" if dead_letter_mode else "delivery"
+        )
         self._metrics = metrics
         self._sender = sender
         self._ingress = ingress
@@ -266,16 +269,10 @@ class Delivery:
         return i
 
     def _flush(self, archived: list[bytes]) -> None:
+        # The archive feeds analytics; its outage must not fail deliveries already made. The
+        # archiver retries, then counts (archive_failure_count) and logs what it could not write.
+        self._archiver.write(archived)
         self._metrics.flush()
-        if not archived:
-            return
-        try:
-            self._archive.put(archived)
-        except BrokerError as exc:
-            # The archive feeds analytics; its outage must not fail deliveries already made.
-            log.warning(
-                "archive unavailable, %d delivery records not archived: %s", len(archived), exc
-            )
 
     def _safe_settle(self, job: _Job, archived: list[bytes]) -> Exception | None:
         try:

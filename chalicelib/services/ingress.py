@@ -27,7 +27,8 @@ from chalicelib.core.message import ClaimCheck, passthrough_headers
 from chalicelib.core.resources import DEFAULT_MAX_EVENT_BYTES
 from chalicelib.ports import Archive, OutgoingMessage, Queues
 from chalicelib.problems import PROBLEM_TYPE, problem_of, status_of
-from chalicelib.services.claims import SQS_MAX_BYTES, Claims
+from chalicelib.services.archiver import Archiver
+from chalicelib.services.claims import INLINE_LIMIT, SQS_MAX_BYTES, Claims
 from chalicelib.services.metrics import Metrics, status_class
 from chalicelib.services.routing import BrokerConfig, ConfigCache, Route
 
@@ -68,7 +69,7 @@ class Ingress:
         self._cache = cache
         self._queues = queues
         self._claims = claims
-        self._archive = archive_sink
+        self._archiver = Archiver(archive_sink, metrics, "ingress")
         self._metrics = metrics
         self._clock = clock
         self._log = log or (lambda line: None)
@@ -198,8 +199,22 @@ class Ingress:
                     config.namespace, config.name, route.name, event, headers, claimed
                 )
                 per_queue.setdefault(route.queue, []).append(body)
+            dataref = None
+            if size > INLINE_LIMIT:  # archived by reference, as it travels (DESIGN.md §12)
+                claim = claimed.get(id(event))
+                if claim is None:
+                    claim = claimed[id(event)] = self._claims.store(
+                        config.namespace, config.name, event
+                    )
+                dataref = f"s3://{claim.bucket}/{claim.key}"
             record = archive.accepted_record(
-                config.namespace, config.name, event_json, [r.name for r in routes], size, now
+                config.namespace,
+                config.name,
+                event_json,
+                [r.name for r in routes],
+                size,
+                now,
+                dataref,
             )
             records.append(archive.encode_line(record))
         gone = False
@@ -254,13 +269,9 @@ class Ingress:
                 )
 
     def _archive_quietly(self, records: list[bytes]) -> None:
-        if not records:
-            return
-        try:
-            self._archive.put(records)
-        except BrokerError as exc:
-            # The archive feeds analytics; an outage there must not refuse events already stored.
-            self._log(f"archive unavailable, {len(records)} records not archived: {exc}")
+        # The archive feeds analytics; an outage there must not refuse events already stored.
+        # The archiver retries, then counts and logs what it could not write.
+        self._archiver.write(records)
 
     # ---- answers ------------------------------------------------------------------------------
 

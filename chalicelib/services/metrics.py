@@ -22,7 +22,13 @@ from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import (
 
 NAMESPACE = "ServerlessBroker"
 SERVICE = "serverless-broker"
-COUNTERS = ("event_count", "delivery_count", "dead_letter_count", "reply_count")
+COUNTERS = (
+    "event_count",
+    "delivery_count",
+    "dead_letter_count",
+    "reply_count",
+    "archive_failure_count",
+)
 LATENCIES = ("event_dispatch_latency_ms",)
 _UNITS = {"Count", "Milliseconds"}
 

@@ -304,11 +304,26 @@ class MemoryBlobs:
 
 
 class MemoryArchive:
+    """Firehose as the adapter presents it: records over 1,000 KiB are refused (the others kept),
+    and ``fail_next`` puts fail as an outage does."""
+
+    MAX_RECORD_BYTES = 1000 * 1024
+
     def __init__(self) -> None:
         self.records: list[bytes] = []
+        self.fail_next = 0
+        self.calls = 0
 
     def put(self, records: Sequence[bytes]) -> None:
-        self.records.extend(records)
+        from chalicelib.core.errors import UnavailableError
+
+        self.calls += 1
+        if self.fail_next > 0:
+            self.fail_next -= 1
+            raise UnavailableError("archive: ServiceUnavailableException")
+        self.records.extend(r for r in records if len(r) <= self.MAX_RECORD_BYTES)
+        if any(len(r) > self.MAX_RECORD_BYTES for r in records):
+            raise UnavailableError("archive: a record over Firehose's 1,000 KiB was not sent")
 
     def decoded(self) -> list[dict[str, Any]]:
         import json

@@ -4,8 +4,12 @@ queue, and a trigger the delivery cache has not seen yet."""
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Sequence
 from dataclasses import replace
+
+import pytest
 
 from chalicelib.container import Container
 from chalicelib.core import names
@@ -127,3 +131,58 @@ def test_a_deleted_triggers_queue_does_not_fail_the_broker() -> None:
     assert [m["event"]["id"] for m in h.messages(h.queue_of("keep"))] == ["e1"]
     assert h.send(id_="e2").status == 202  # the routes were read again
     assert [m["event"]["id"] for m in h.messages(h.queue_of("keep"))] == ["e1", "e2"]
+
+
+# ---- the archive (defect 7) ----------------------------------------------------------------------
+
+
+def _structured(event_id: str, data: str) -> bytes:
+    event = {"specversion": "1.0", "id": event_id, "source": "/s", "type": "t", "data": data}
+    return json.dumps(event).encode()
+
+
+def test_a_large_event_is_archived_by_reference_and_loses_no_other_record() -> None:
+    h = Harness()
+    h.broker(annotations={"serverless-broker/max-event-bytes": str(3 * 1024 * 1024)})
+    h.trigger("t1", filter={"type": "t"})
+    big = "x" * (1200 * 1024)  # over Firehose's 1,000 KiB record limit when embedded
+    batch = [json.loads(_structured("big", big)), json.loads(_structured("small", "hi"))]
+    answer = h.post(
+        {"content-type": "application/cloudevents-batch+json"}, json.dumps(batch).encode()
+    )
+    assert answer.status == 202
+    accepted = {r["event"]["id"]: r for r in h.archive.decoded() if r["kind"] == "accepted"}
+    # Before the fix the big record failed the whole put, and the small one was lost with it.
+    assert set(accepted) == {"big", "small"}
+    assert "dataref" not in accepted["small"] and accepted["small"]["event"]["data"] == "hi"
+    record = accepted["big"]
+    assert "data" not in record["event"] and record["event"]["type"] == "t"
+    assert record["size"] > 1200 * 1024 and record["triggers"] == ["t1"]
+    bucket, _, key = record["dataref"].removeprefix("s3://").partition("/")
+    assert json.loads(h.blobs.get(bucket, key))["data"] == big  # readable for replay
+
+
+def test_a_large_event_nobody_matches_is_archived_by_reference_too() -> None:
+    h = Harness()
+    h.broker(annotations={"serverless-broker/max-event-bytes": str(3 * 1024 * 1024)})
+    body = _structured("big", "y" * (1100 * 1024))
+    assert h.post({"content-type": "application/cloudevents+json"}, body).status == 202
+    [record] = [r for r in h.archive.decoded() if r["kind"] == "accepted"]
+    assert record["triggers"] == [] and record["dataref"].startswith("s3://")
+
+
+def test_archive_failures_are_retried_then_counted_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    h = Harness()
+    h.broker()
+    h.archive.fail_next = 2  # a short outage: the third attempt gets through
+    assert h.send(id_="e1").status == 202
+    assert [r["event"]["id"] for r in h.archive.decoded() if r["kind"] == "accepted"] == ["e1"]
+    h.archive.fail_next = 10  # a long one: the event is still accepted, the loss is not silent
+    with caplog.at_level(logging.ERROR):
+        assert h.send(id_="e2").status == 202
+    assert 'broker_archive_failure_count_total{function="ingress"} 1' in (
+        h.container.metrics.prometheus_text()
+    )
+    assert any("e2" in r.getMessage() for r in caplog.records)
