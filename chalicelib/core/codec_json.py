@@ -28,6 +28,7 @@ from chalicelib.core.codec_validation import (
 )
 from chalicelib.core.errors import Problem
 from chalicelib.core.event import ABSENT, CloudEvent, MapValue
+from chalicelib.core.limits import MAX_CACHED_KEY_CHARS
 
 # Optional accelerator (jiter, in Rust): same results as the stdlib path (tests compare the two);
 # anything it refuses or cannot write goes to the stdlib path, which has the last word.
@@ -101,9 +102,19 @@ def dumps_utf8_stdlib(value: Any) -> bytes:
         return _ASCII_ENCODER.encode(value).encode("ascii")
 
 
-@lru_cache(maxsize=512)
 def is_json_content_type(content_type: str) -> bool:
     """``*/json`` or ``*/*+json`` once parameters are stripped (case-insensitive)."""
+    if len(content_type) <= MAX_CACHED_KEY_CHARS:  # a cache keyed by client input: short keys only
+        return _is_json_content_type(content_type)
+    return _json_media(content_type)
+
+
+@lru_cache(maxsize=512)
+def _is_json_content_type(content_type: str) -> bool:
+    return _json_media(content_type)
+
+
+def _json_media(content_type: str) -> bool:
     media = content_type.split(";", 1)[0].strip().lower()
     _, slash, subtype = media.partition("/")
     return bool(slash) and (subtype == "json" or subtype.endswith("+json"))

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from chalicelib.core.errors import Problem
 from chalicelib.core.event import MapValue
+from chalicelib.core.limits import MAX_CACHE_ENTRIES, MAX_CACHED_KEY_CHARS
 
 Field = Callable[[str], str]
 
@@ -124,7 +125,8 @@ def is_uri_reference(value: str) -> bool:
     if known is not None:
         return known
     ok = _URI_REFERENCE_RE.fullmatch(value) is not None and _ipv6_ok(value)
-    if len(_KNOWN_URI_REFERENCES) < 4096:  # sources repeat per producer; bounded for safety
+    # Sources repeat per producer; bounded in entries and in bytes (only short ones are kept).
+    if len(value) <= MAX_CACHED_KEY_CHARS and len(_KNOWN_URI_REFERENCES) < MAX_CACHE_ENTRIES:
         _KNOWN_URI_REFERENCES[value] = ok
     return ok
 
@@ -236,7 +238,8 @@ _GOOD_NAMES: dict[str, set[str]] = {
 def _good_name(name: str, version: SpecVersion, cache: set[str]) -> bool:
     if name == "data" or version.name_pattern.fullmatch(name) is None:
         return False
-    if len(cache) < 4096:  # names seen before skip the regex; bounded against hostile input
+    # Names seen before skip the regex; bounded in entries and bytes against hostile input.
+    if len(name) <= MAX_CACHED_KEY_CHARS and len(cache) < MAX_CACHE_ENTRIES:
         cache.add(name)
     return True
 

@@ -10,6 +10,7 @@ naming the field, never another exception.
 | digits of an integer read from text (`limit`, `retry` ...) | 18 |
 | bytes of a control-plane JSON body | 1 MiB |
 | nesting depth of a control-plane JSON body | 64 |
+| characters of a client string kept as a cache key | 256 (× ≤ 4,096 entries per cache) |
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ from chalicelib.core.errors import Problem, ValidationError
 MAX_INT_DIGITS = 18
 MAX_JSON_BYTES = 1024 * 1024
 MAX_JSON_DEPTH = 64
+# Caches keyed by client strings (sources, attribute names, content types) keep only short keys,
+# so each is bounded in bytes, not only in entries: a 2 MB source is checked, never remembered.
+MAX_CACHED_KEY_CHARS = 256
+MAX_CACHE_ENTRIES = 4096
 
 _INT = re.compile(r"[+-]?[0-9]+")
 

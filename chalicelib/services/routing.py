@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from chalicelib.core import names
+from chalicelib.core.errors import UnavailableError
 from chalicelib.core.filter_index import TriggerIndex
 from chalicelib.core.filters import Filter, build_filter
 from chalicelib.core.resources import (
@@ -29,6 +30,7 @@ from chalicelib.ports import ResourceStore
 BROKER = "broker"
 TRIGGER = "trigger"
 TOKEN = "token"
+MAX_ENTRIES = 10_000  # brokers per container's cache; names are ≤ 63 characters each
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,24 @@ def trigger_is_provisioned(doc: dict[str, object]) -> bool:
     return isinstance(state, dict) and bool(state.get("provisioned_at"))
 
 
+_FILTERS: dict[tuple[str, str, str, int], Filter] = {}
+_FILTERS_LOCK = threading.Lock()
+
+
+def _compiled_filter(trigger: Trigger) -> Filter:
+    """A trigger's filter, compiled once per generation (a spec change bumps it): a reload of the
+    routes re-parses only the triggers that changed. Bounded like the config cache."""
+    key = (trigger.namespace, trigger.name, trigger.uid, trigger.generation)
+    compiled = _FILTERS.get(key)
+    if compiled is None:
+        compiled = build_filter(trigger.filter_attributes, trigger.filters)
+        with _FILTERS_LOCK:
+            if len(_FILTERS) >= MAX_ENTRIES:
+                _FILTERS.pop(next(iter(_FILTERS)))
+            _FILTERS[key] = compiled
+    return compiled
+
+
 def load_broker_config(
     store: ResourceStore, queue_prefix: str, namespace: str, name: str
 ) -> BrokerConfig | None:
@@ -91,7 +111,7 @@ def load_broker_config(
                 dlq=names.dlq_name(queue_prefix, namespace, name, trigger.name),
                 subscriber_uri=trigger.subscriber_uri,
                 delivery=effective_delivery(trigger, broker),
-                filter=build_filter(trigger.filter_attributes, trigger.filters),
+                filter=_compiled_filter(trigger),
                 ready=trigger_is_provisioned(dict(stored.doc)),
             )
         )
@@ -135,9 +155,23 @@ class ConfigCache:
         entry = self._entries.get(key)
         if entry is not None and now - entry[0] < self._ttl:
             return entry[1]
-        config = self._loader(namespace, broker)
+        try:
+            config = self._loader(namespace, broker)
+        except UnavailableError:
+            if entry is None:
+                raise
+            # The store is unreachable (throttled, down): keep serving the last good config,
+            # and try the store again a TTL later rather than on every request.
+            with self._lock:
+                self._entries[key] = (self._clock(), entry[1])
+            return entry[1]
+        # Stamped after the load: a slow load is not stale on arrival (every request would
+        # reload). Bounded: every valid broker name a client tries gets a (negative) entry.
+        stamped = self._clock()
         with self._lock:
-            self._entries[key] = (now, config)
+            if key not in self._entries and len(self._entries) >= MAX_ENTRIES:
+                self._entries.pop(next(iter(self._entries)))  # the oldest entry
+            self._entries[key] = (stamped, config)
         return config
 
     def invalidate(self, namespace: str | None = None, broker: str | None = None) -> None:
