@@ -57,6 +57,11 @@ def to_integer(value: Value, errors: list[CesqlError]) -> int:
     if isinstance(value, int):
         return value
     if _DECIMAL.match(value):
+        # An attribute may hold thousands of digits (int() refuses 4,300+): anything longer than
+        # a 32-bit integer's 10 digits overflows without being converted.
+        if len(value.lstrip("+-").lstrip("0")) > 10:
+            errors.append(CastError(f"{value[:20]!r}... overflows a 32-bit integer"))
+            return 0
         number = int(value)
         if INT_MIN <= number <= INT_MAX:
             return number

@@ -72,12 +72,30 @@ def _length(a: Sequence[Value], e: list[CesqlError]) -> Value:
     return len(_str(a[0]))
 
 
+# The longest string a function may build (an event is at most a few MiB): without it nested
+# CONCATs of a large attribute build gigabytes per event. Longer is an evaluation error.
+MAX_RESULT_CHARS = 4 * 1024 * 1024
+
+
+def _too_long(name: str, size: int, e: list[CesqlError]) -> bool:
+    if size <= MAX_RESULT_CHARS:
+        return False
+    e.append(FunctionEvaluationError(f"{name}: the result would exceed {MAX_RESULT_CHARS} chars"))
+    return True
+
+
 def _concat(a: Sequence[Value], e: list[CesqlError]) -> Value:
+    if _too_long("CONCAT", sum(len(_str(x)) for x in a), e):
+        return ""
     return "".join(_str(x) for x in a)
 
 
 def _concat_ws(a: Sequence[Value], e: list[CesqlError]) -> Value:
-    return _str(a[0]).join(_str(x) for x in a[1:])
+    separator = _str(a[0])
+    size = sum(len(_str(x)) for x in a[1:]) + len(separator) * max(len(a) - 2, 0)
+    if _too_long("CONCAT_WS", size, e):
+        return ""
+    return separator.join(_str(x) for x in a[1:])
 
 
 def _lower(a: Sequence[Value], e: list[CesqlError]) -> Value:

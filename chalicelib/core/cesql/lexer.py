@@ -121,6 +121,10 @@ def _word(source: str, start: int, tokens: list[Token]) -> int:
             raise CesqlParseError(f"invalid function name {word!r}", start + 1)
         tokens.append(Token(Kind.FUNC, upper, None, start + 1))
     elif all(ch in _DIGITS for ch in word):
+        if len(word.lstrip("0")) > 10:  # past any 32-bit integer; int() refuses 4,300+ digits
+            raise CesqlParseError(
+                f"integer literal {word[:20]}... is outside the 32-bit signed range", start + 1
+            )
         tokens.append(Token(Kind.INT, word, int(word), start + 1))
     elif "_" in word:
         raise CesqlParseError(

@@ -66,12 +66,21 @@ class Call(Node):
 class _Segment:
     """A run of pattern characters between two ``%``: literals and ``_`` (any one character)."""
 
-    __slots__ = ("length", "literal", "regex")
+    __slots__ = ("_lead", "_search", "length", "literal", "regex")
 
     def __init__(self, chars: list[str | None]) -> None:
         self.length = len(chars)
         self.literal = None if None in chars else "".join(c for c in chars if c is not None)
         self.regex = re.compile("".join("." if c is None else re.escape(c) for c in chars), re.S)
+        # Searching with a regex that starts with ``.`` tries every position in Python's re
+        # (``'%____c%'`` over 1 MiB took 0.5 s). The search starts at the segment's first literal
+        # character instead, with the leading wildcards counted back: re then skips ahead to
+        # that literal in C, and only candidates are tried.
+        lead = next((i for i, c in enumerate(chars) if c is not None), self.length)
+        self._lead = lead
+        self._search = re.compile(
+            "".join("." if c is None else re.escape(c) for c in chars[lead:]), re.S
+        )
 
     def at(self, text: str, pos: int) -> bool:
         if self.literal is not None:
@@ -81,8 +90,10 @@ class _Segment:
     def find(self, text: str, start: int, end: int) -> int:
         if self.literal is not None:
             return text.find(self.literal, start, end)
-        found = self.regex.search(text, start, end)
-        return -1 if found is None else found.start()
+        if self._lead == self.length:  # only wildcards: any place with room
+            return start if start + self.length <= end else -1
+        found = self._search.search(text, start + self._lead, end)
+        return -1 if found is None else found.start() - self._lead
 
 
 class LikeMatcher:

@@ -32,6 +32,16 @@ INT_MAX = 2**31 - 1
 
 # Deeper input is refused (a parse error, not a RecursionError in the parser or the evaluator).
 MAX_NESTING = 64
+# What a trigger author may write (refused at PUT with 400): together they bound the work one
+# expression does per event, whatever the event (issue 16).
+MAX_EXPRESSION_CHARS = 4096
+MAX_IN_ITEMS = 256
+MAX_ARGUMENTS = 64
+MAX_LIKE_PATTERN_CHARS = 1024
+# LIKE's cost per event grows with the text: one scan per term, and per ``_`` at most one step
+# per character (a ``_`` run cannot be skipped by a substring search).
+MAX_LIKE_TERMS = 32
+MAX_LIKE_WILDCARDS = 32
 MAX_DEPTH = 256
 
 _LOGIC = frozenset({"AND", "OR", "XOR"})
@@ -40,7 +50,17 @@ _ADDITIVE = frozenset({"+", "-"})
 _MULTIPLICATIVE = frozenset({"*", "/", "%"})
 
 
+def _wildcards(pattern: str) -> int:
+    """The ``_`` wildcards of a LIKE pattern (``\\_`` is a literal underscore)."""
+    return pattern.count("_") - pattern.count("\\_")
+
+
 def parse_tree(source: str) -> Node:
+    if len(source) > MAX_EXPRESSION_CHARS:
+        raise CesqlParseError(
+            f"an expression has at most {MAX_EXPRESSION_CHARS} characters, this one {len(source)}",
+            1,
+        )
     tree = _Parser(tokenize(source)).parse()
     if _depth(tree) > MAX_DEPTH:
         raise CesqlParseError(f"expression is nested deeper than {MAX_DEPTH} operations", 1)
@@ -73,6 +93,8 @@ class _Parser:
         self._tokens = tokens
         self._i = 0
         self._nesting = 0
+        self._like_terms = 0
+        self._like_wildcards = 0
 
     @property
     def _peek(self) -> Token:
@@ -165,6 +187,23 @@ class _Parser:
                 if not self._is(Kind.STRING):
                     raise self._error("the LIKE pattern must be a string literal")
                 pattern = str(self._next().value)
+                if len(pattern) > MAX_LIKE_PATTERN_CHARS:
+                    raise CesqlParseError(
+                        f"a LIKE pattern has at most {MAX_LIKE_PATTERN_CHARS} characters",
+                        node.position,
+                    )
+                self._like_terms += 1
+                self._like_wildcards += _wildcards(pattern)
+                if self._like_terms > MAX_LIKE_TERMS:
+                    raise CesqlParseError(
+                        f"an expression has at most {MAX_LIKE_TERMS} LIKE terms", node.position
+                    )
+                if self._like_wildcards > MAX_LIKE_WILDCARDS:
+                    raise CesqlParseError(
+                        f"an expression's LIKE patterns have at most {MAX_LIKE_WILDCARDS} '_'"
+                        " wildcards in all",
+                        node.position,
+                    )
                 node = Like(node.position, node, pattern, LikeMatcher(pattern), negated)
             elif self._is(Kind.KEYWORD, "IN"):
                 self._next()
@@ -178,6 +217,8 @@ class _Parser:
         while self._is(Kind.COMMA):
             self._next()
             items.append(self._logic())
+            if len(items) > MAX_IN_ITEMS:
+                raise self._error(f"an IN set has at most {MAX_IN_ITEMS} items")
         self._expect(Kind.RPAREN, "',' or ')' in the IN set")
         return tuple(items)
 
@@ -244,5 +285,7 @@ class _Parser:
         while self._is(Kind.COMMA):
             self._next()
             args.append(self._logic())
+            if len(args) > MAX_ARGUMENTS:
+                raise self._error(f"a function takes at most {MAX_ARGUMENTS} arguments")
         self._expect(Kind.RPAREN, "',' or ')' after a function argument")
         return tuple(args)
