@@ -171,7 +171,9 @@ class Container:
     def kafka_publisher(self) -> KafkaPublisher:
         from chalicelib.adapters.kafka_publisher import KafkaProducerPublisher
 
-        return KafkaProducerPublisher()
+        return KafkaProducerPublisher(
+            guard=not self.settings.local_mode, allowlist=self.settings.subscriber_allowlist
+        )
 
     @cached_property
     def kafka_mappings(self) -> KafkaMappings:

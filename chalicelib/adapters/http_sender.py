@@ -9,10 +9,9 @@ request, which is what a delivery worker posting to a fast subscriber is bound b
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 import urllib3
 from urllib3 import HTTPHeaderDict
@@ -26,22 +25,10 @@ from urllib3.exceptions import (
 )
 from urllib3.util import connection as util_connection
 
+from chalicelib.adapters.addresses import is_blocked
 from chalicelib.ports import HttpResponse
 
-
-def is_blocked(ip: str, allowlist: Iterable[str] = ()) -> bool:
-    addr = ipaddress.ip_address(ip)
-    for entry in allowlist:
-        if addr in ipaddress.ip_network(entry, strict=False):
-            return False
-    return bool(
-        addr.is_loopback
-        or addr.is_link_local
-        or addr.is_private
-        or addr.is_multicast
-        or addr.is_reserved
-        or addr.is_unspecified
-    )
+__all__ = ["Urllib3Sender", "is_blocked"]
 
 
 def _guarded_connect(conn: HTTPConnection, allowlist: tuple[str, ...]) -> socket.socket:

@@ -9,13 +9,25 @@ import threading
 import time
 from typing import Any
 
+from chalicelib.adapters.addresses import refusal
 from chalicelib.core.kafka_binding import KafkaRecord
 from chalicelib.ports import PublishResult
 
 
 class KafkaProducerPublisher:
-    def __init__(self, client_id: str = "serverless-broker", **producer_config: Any) -> None:
+    def __init__(
+        self,
+        client_id: str = "serverless-broker",
+        *,
+        guard: bool = False,
+        allowlist: tuple[str, ...] = (),
+        **producer_config: Any,
+    ) -> None:
         self._client_id = client_id
+        # The HTTP subscribers' address guard, for kafka:// subscribers and sinks: checked on
+        # the bootstrap servers before any producer connects to them.
+        self._guard = guard
+        self._allowlist = allowlist
         self._config = producer_config
         self._producers: dict[str, Any] = {}
         self._lock = threading.Lock()
@@ -24,6 +36,14 @@ class KafkaProducerPublisher:
         self, bootstrap_servers: str, topic: str, record: KafkaRecord, timeout: float
     ) -> PublishResult:
         started = time.perf_counter()
+        if self._guard:
+            for server in bootstrap_servers.split(","):
+                host, _, port = server.strip().rpartition(":")
+                why = refusal(
+                    host or server, int(port) if port.isdigit() else 9092, self._allowlist
+                )
+                if why is not None:
+                    return PublishResult(False, f"refused: {why}", 0.0)
         try:
             producer = self._producer(bootstrap_servers, timeout)
             key = record.key

@@ -24,6 +24,11 @@ from chalicelib.adapters.http_sender import Urllib3Sender, is_blocked
         ("224.0.0.1", True),
         ("0.0.0.0", True),
         ("fe80::1", True),
+        ("100.64.0.1", True),  # carrier-grade NAT: not "private" to Python (issue 16)
+        ("100.127.255.254", True),
+        ("::ffff:127.0.0.1", True),  # IPv4-mapped loopback
+        ("::ffff:10.0.0.1", True),
+        ("100.128.0.1", False),
         ("8.8.8.8", False),
         ("2001:4860:4860::8888", False),
     ],
@@ -141,3 +146,20 @@ def test_repeated_answer_fields_read_as_one_joined_value() -> None:
     headers = _Headers(raw)
     assert dict(headers) == {"warning": "a, b", "ce-id": "1"}
     assert headers["WARNING"] == "a, b" and len(headers) == 2
+
+
+def test_kafka_subscribers_get_the_same_guard() -> None:
+    from chalicelib.adapters.kafka_publisher import KafkaProducerPublisher
+    from chalicelib.core.kafka_binding import KafkaRecord
+
+    record = KafkaRecord(key=None, value=b"x", headers=())
+    for servers in (
+        "127.0.0.1:9092",
+        "localhost:9092",
+        "100.64.1.2:9092",
+        "8.8.8.8:9092,10.0.0.5:9094",
+    ):
+        guarded = KafkaProducerPublisher(guard=True)
+        result = guarded.publish(servers, "t", record, timeout=1)
+        assert not result.ok and (result.error or "").startswith("refused"), servers
+        assert guarded._producers == {}  # no producer was made, nothing connected
