@@ -372,14 +372,23 @@ class Delivery:
         try:
             if job.event is None:
                 self._build(job, self._claims.load(job.queued))
-            assert job.event is not None
-            to = job.destination
+        except Exception as exc:  # e.g. the claim-check object could not be read: retried
+            job.error = exc
+            return
+        assert job.event is not None
+        to = job.destination
+        try:
             if to.kafka is not None:
                 job.response = self._publish(to.route, job.event, *to.kafka, to.timeout)
             else:
                 job.response = self._sender.post(to.target, job.headers, job.body, to.timeout)
-        except Exception as exc:  # e.g. the claim-check object could not be read
-            job.error = exc
+        except Exception as exc:
+            # Whatever the sender raised (a header it refuses to write, a bug in a client
+            # library) is this attempt's outcome, as a transport error with its reason: it is
+            # retried with backoff and dead-lettered with knativeerror* like any other, instead
+            # of waiting out the visibility timeout and reaching the DLQ without a reason.
+            reason = f"{type(exc).__name__}: {exc}"
+            job.response = HttpResponse(None, {}, f"send error: {reason}".encode(), reason)
 
     def _judge(self, job: _Job) -> None:
         """Read the answer (DESIGN.md §2.3): the outcome, and the reply event if there is one."""

@@ -4,6 +4,7 @@ queue, and a trigger the delivery cache has not seen yet."""
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 from collections.abc import Sequence
@@ -186,3 +187,36 @@ def test_archive_failures_are_retried_then_counted_and_logged(
         h.container.metrics.prometheus_text()
     )
     assert any("e2" in r.getMessage() for r in caplog.records)
+
+
+# ---- what ingress accepts, delivery can encode (defect 5) ----------------------------------------
+
+
+def test_a_map_key_that_cannot_be_a_header_name_is_refused_at_ingress() -> None:
+    h = Harness()
+    h.broker()
+    event = {"specversion": "0.3", "id": "1", "source": "/s", "type": "t", "ext": {"a\r\nb": "x"}}
+    answer = h.post({"content-type": "application/cloudevents+json"}, json.dumps(event).encode())
+    assert answer.status == 400  # before the fix: 202, then every delivery raised
+    assert b"Map key" in answer.body
+
+
+class RaisingSender:
+    def post(self, url: str, headers: object, body: bytes, timeout: float) -> HttpResponse:
+        raise ValueError("Invalid header name b'ce-ext-a\\r\\nb'")
+
+
+def test_a_sender_exception_is_an_attempt_with_a_reason() -> None:
+    h = Harness()
+    h.container.sender = RaisingSender()  # type: ignore[misc]
+    h.broker()
+    h.trigger("t1", delivery={"retry": 1})
+    assert h.send(id_="e1").status == 202
+    first = h.deliver_once("t1")
+    assert len(first["batchItemFailures"]) == 1  # a retry, with backoff
+    h.make_visible("t1")
+    h.deliver_once("t1")  # the last attempt: dead-lettered with the reason
+    [dead] = h.messages(h.dlq_of("t1"))
+    assert dead["event"]["knativeerrorcode"] == 500
+    reason = base64.b64decode(dead["event"]["knativeerrordata"])
+    assert b"ValueError: Invalid header name" in reason
