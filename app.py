@@ -139,7 +139,9 @@ def ingress(namespace: str, broker: str) -> Response:
     headers, body = _request()
     result = get_container().ingress.handle_http(_method(), namespace, broker, headers, body)
     out: dict[str, str | list[str]] = dict(result.headers)
-    return Response(body=result.body, status_code=result.status, headers=out)
+    # Text, not bytes: Chalice hands a bytes body of a non-binary type to Lambda as it is, and the
+    # runtime cannot serialise it (API Gateway would answer 502). Ingress answers are JSON or empty.
+    return Response(body=result.body.decode("utf-8"), status_code=result.status, headers=out)
 
 
 # ---- the API's own description -------------------------------------------------------------------

@@ -73,12 +73,26 @@ def accepted_record(
         "size": int(size),
     }
     if dataref is not None:
-        record["event"] = {k: v for k, v in event_json.items() if k not in _DATA_MEMBERS}
+        attributes: dict[str, Any] = {}
+        cut: list[str] = []
+        for name, value in event_json.items():
+            if name in _DATA_MEMBERS:
+                continue
+            if isinstance(value, str) and len(value) > MAX_REFERENCED_ATTRIBUTE_CHARS:
+                value = value[:MAX_REFERENCED_ATTRIBUTE_CHARS]
+                cut.append(name)
+            attributes[name] = value
+        record["event"] = attributes
         record["dataref"] = dataref
+        if cut:  # the whole values are in the referenced event
+            record["truncated"] = cut
     return record
 
 
 _DATA_MEMBERS = ("data", "data_base64")
+# An event archived by reference keeps attribute values up to this length in its record (a 2 MB
+# source would otherwise still overflow Firehose's record limit); the whole event is at dataref.
+MAX_REFERENCED_ATTRIBUTE_CHARS = 4096
 
 
 def rejected_record(

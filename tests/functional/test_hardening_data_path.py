@@ -220,3 +220,17 @@ def test_a_sender_exception_is_an_attempt_with_a_reason() -> None:
     assert dead["event"]["knativeerrorcode"] == 500
     reason = base64.b64decode(dead["event"]["knativeerrordata"])
     assert b"ValueError: Invalid header name" in reason
+
+
+def test_a_huge_attribute_is_cut_in_the_archive_record_and_whole_at_its_reference() -> None:
+    h = Harness()
+    h.broker(annotations={"serverless-broker/max-event-bytes": str(3 * 1024 * 1024)})
+    source = "/" + "s" * 2_000_000  # found by the fuzz suite: the record still overflowed
+    event = {"specversion": "1.0", "id": "e1", "source": source, "type": "t"}
+    answer = h.post({"content-type": "application/cloudevents+json"}, json.dumps(event).encode())
+    assert answer.status == 202
+    [record] = [r for r in h.archive.decoded() if r["kind"] == "accepted"]
+    assert record["truncated"] == ["source"] and len(record["event"]["source"]) == 4096
+    assert len(json.dumps(record)) < 1000 * 1024
+    bucket, _, key = record["dataref"].removeprefix("s3://").partition("/")
+    assert json.loads(h.blobs.get(bucket, key))["source"] == source
