@@ -124,6 +124,12 @@ def _correlation_id(event: Request | None) -> str | None:
 
 @_route("/healthz", ["GET"], public=True)
 def healthz() -> Response:
+    if _SETTINGS.local_mode and _SETTINGS.endpoint_url:
+        # Local mode says where its AWS endpoint is, so that brokerctl finds the archive on
+        # whatever port `brokerctl dev` chose (a deployed API never says).
+        return json_response(
+            {"status": "ok", "mode": "local", "awsEndpoint": _SETTINGS.endpoint_url}
+        )
     return json_response({"status": "ok"})
 
 

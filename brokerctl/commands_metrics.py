@@ -11,9 +11,10 @@ import argparse
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from brokerctl import output
-from brokerctl.client import CliError
+from brokerctl.client import DEFAULT_URL, CliError
 
 LOCAL_ARCHIVE = "s3://serverless-broker-local-archive/archive/"
 
@@ -46,13 +47,38 @@ def report_arguments(args: argparse.Namespace, environ: Any = os.environ) -> dic
     archive = args.archive or LOCAL_ARCHIVE
     endpoint = args.endpoint_url or environ.get("AWS_ENDPOINT_URL")
     if endpoint is None and args.archive is None:
-        endpoint = f"http://127.0.0.1:{environ.get('BROKER_AWS_PORT', '4566')}"
+        endpoint = local_aws_endpoint(getattr(args, "url", None), environ)
     return {
         "archive": archive,
         "out": args.out,
         "endpoint_url": endpoint,
         "open_browser": args.open,
     }
+
+
+def local_aws_endpoint(url: str | None, environ: Any = os.environ) -> str:
+    """The running local broker's AWS endpoint, as its ``/healthz`` reports it (``--url``,
+    ``BROKERCTL_URL`` or the default address); else ``BROKER_AWS_PORT`` on loopback."""
+    import httpx
+
+    base = (url or environ.get("BROKERCTL_URL") or DEFAULT_URL).rstrip("/")
+    try:
+        reported = httpx.get(f"{base}/healthz", timeout=5).json().get("awsEndpoint")
+    except (httpx.HTTPError, ValueError, AttributeError):
+        reported = None
+    if isinstance(reported, str) and reported:
+        return reported
+    return f"http://127.0.0.1:{environ.get('BROKER_AWS_PORT', '4566')}"
+
+
+def _local_credentials(endpoint: str | None, environ: Any = os.environ) -> None:
+    """The embedded endpoint takes any credentials, and a new machine has none: without these
+    boto3 stops with NoCredentialsError before asking it anything. Only for loopback."""
+    host = (urlparse(endpoint).hostname or "") if endpoint else ""
+    if host in ("127.0.0.1", "localhost", "::1"):
+        environ.setdefault("AWS_ACCESS_KEY_ID", "local")
+        environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
+        environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -62,6 +88,7 @@ def _report(args: argparse.Namespace) -> int:
         output.error(f"the metrics report is not available: {exc}")
         return 1
     kw = report_arguments(args)
+    _local_credentials(kw["endpoint_url"])
     try:
         result = run_report(kw["archive"], kw["out"], kw["endpoint_url"], kw["open_browser"])
     except CliError as exc:

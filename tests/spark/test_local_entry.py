@@ -22,11 +22,15 @@ pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _run(*args: str, env: dict[str, str] | None = None, timeout: float = 180) -> str:
+def _run(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 180, bare: bool = False
+) -> str:
+    """``bare``: as on a new machine, no AWS credentials or endpoint in the environment."""
+    base = {k: v for k, v in os.environ.items() if not (bare and k.startswith("AWS_"))}
     proc = subprocess.run(
         [sys.executable, *args],
         cwd=ROOT,
-        env={**os.environ, **(env or {})},
+        env={**base, **(env or {})},
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -155,9 +159,11 @@ def test_archive_written_by_the_local_runtime(tmp_path: Path) -> None:
 
             wait_until(lambda: archived().get("delivery", 0) >= 2, 30, "delivery records")
         out = tmp_path / "report"
+        # As the README has it, on a new machine: no AWS credentials, no endpoint given; the
+        # runtime's AWS port is not the default one, so it is found through /healthz.
         stdout = _run(
-            "-m", "brokerctl", "metrics", "report", "--archive", LOCAL_ARCHIVE, "--out", str(out),
-            "--endpoint-url", broker.aws_url,
+            "-m", "brokerctl", "--url", broker.url, "metrics", "report", "--out", str(out),
+            bare=True,
         )  # fmt: skip
         # One progress line per stage instead of Spark's console output.
         assert [line.split("] ", 1)[1] for line in stdout.splitlines() if "] " in line][:2] == [
