@@ -10,9 +10,11 @@ import yaml
 
 from chalicelib.core.cesql import CesqlParseError, evaluate, parse
 from chalicelib.core.event import CloudEvent
+from tests.shared_specs import require
 
 # CI checks out ../shared beside the repo.
 TCK_DIR = Path(__file__).absolute().parents[2].parent / "shared/specs/cesql/tck"
+require(TCK_DIR)
 
 BASE_EVENT = {"specversion": "1.0", "id": "tck-id", "source": "tck-source", "type": "tck-type"}
 

@@ -15,8 +15,10 @@ from chalicelib.core import registry as reg
 from chalicelib.core.registry_model import model
 from chalicelib.core.registry_protocols import DEFAULTS
 from chalicelib.core.resources import admit_broker, admit_trigger, parse_broker, parse_trigger
+from tests.shared_specs import require
 
 SPECS = Path(__file__).parents[2].parent / "shared/specs/xregistry"
+require(SPECS)
 
 
 def spec(name: str) -> dict[str, Any]:

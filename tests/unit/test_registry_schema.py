@@ -13,11 +13,13 @@ import jsonschema
 import pytest
 
 from chalicelib.core.codec_validation import is_absolute_uri
+from tests.shared_specs import require
 
 SCHEMA_PATH = (
     Path(__file__).parents[2].parent
     / "shared/specs/xregistry/endpoint_schemas_document-schema.json"
 )
+require(SCHEMA_PATH)
 
 
 @lru_cache(maxsize=1)
