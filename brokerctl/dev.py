@@ -137,9 +137,6 @@ class LocalRuntime:
                 return 2
             self._stack.append(embedded.stop)
             say(f"embedded AWS endpoint (moto) on {endpoint}")
-            from brokerctl.kafka_local import allow_kafka_mappings_in_moto
-
-            allow_kafka_mappings_in_moto()
         _configure_environment(opts, endpoint)
         local_kafka, kafka_bootstrap = _start_kafka(opts)
         if local_kafka is not None:

@@ -1,10 +1,26 @@
-"""The embedded AWS endpoint of local mode: a real moto server over HTTP on loopback."""
+"""The embedded AWS endpoint of local mode: a real moto server over HTTP on loopback, in a process
+of its own (``python -m brokerctl.embedded_aws``).
+
+Its own process, because moto's request handling is pure Python: sharing an interpreter (and its
+lock) with the broker's ingress, pollers and delivery made every AWS call wait on the broker's work
+and the other way round. It exits with the process that started it. Its HTTP/1.1 handler keeps
+connections open (werkzeug's development server closes each one), so the broker's clients reuse
+them instead of opening a TCP connection per AWS call.
+"""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import os
 import socket
+import subprocess
+import sys
+import threading
+import time
 from typing import Any
+
+READY_LINE = "embedded AWS endpoint ready"
 
 
 def _disable_moto_lambda_invocation() -> None:
@@ -23,11 +39,96 @@ def _disable_moto_lambda_invocation() -> None:
     models.Queue.lambda_event_source_mappings = property(_get, _set)  # type: ignore[assignment]
 
 
+def _keep_alive_handler() -> type:
+    """moto's request handler, serving HTTP/1.1 keep-alive: werkzeug's development server sends
+    ``Connection: close`` on every answer because a request body the application did not read
+    would be taken for the next request. Here every request's body is read to its end after the
+    answer, so the connection stays usable; a chunked request still closes its connection."""
+    from moto.moto_server.werkzeug_app import MotoRequestHandler
+    from werkzeug.wsgi import LimitedStream
+
+    class _NothingLeft:
+        """Stands in for the socket while werkzeug "discards what is left" after an answer, which
+        would otherwise swallow the next request on a kept-alive connection."""
+
+        @staticmethod
+        def read(size: int = -1) -> bytes:
+            return b""
+
+    class KeepAliveHandler(MotoRequestHandler):  # type: ignore[misc]
+        protocol_version = "HTTP/1.1"
+        timeout = 300  # an idle kept-alive connection holds a thread: let it go after 5 min
+        _body: Any = None
+
+        def setup(self) -> None:
+            super().setup()
+            # Headers and body leave in separate writes: without this, Nagle's algorithm holds
+            # the body until the client's delayed ACK (~40 ms per call on a kept connection).
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+        def make_environ(self) -> dict[str, Any]:
+            environ: dict[str, Any] = super().make_environ()
+            if self._body is not None:
+                environ["wsgi.input"] = self._body
+            return environ
+
+        def send_header(self, keyword: str, value: str) -> None:
+            if keyword.lower() == "connection" and value == "close" and self._body is not None:
+                return  # the body is read to its end below: the connection carries the next one
+            super().send_header(keyword, value)
+
+        def run_wsgi(self) -> None:
+            if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+                self._body = None  # werkzeug's own handling, which closes the connection
+                super().run_wsgi()
+                return
+            real = self.rfile
+            self._body = LimitedStream(real, int(self.headers.get("Content-Length") or 0))
+            self.rfile = _NothingLeft()
+            try:
+                super().run_wsgi()
+            finally:
+                self.rfile = real
+            self._body.exhaust()
+
+        def log_request(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+    return KeepAliveHandler
+
+
+def serve(host: str, port: int) -> None:
+    """Run the moto server in this process until it is killed or its parent exits."""
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+    from werkzeug.serving import make_server
+
+    from brokerctl.kafka_local import allow_kafka_mappings_in_moto
+
+    _disable_moto_lambda_invocation()
+    allow_kafka_mappings_in_moto()
+    app = DomainDispatcherApplication(create_backend_app)
+    server = make_server(host, port, app, threaded=True, request_handler=_keep_alive_handler())
+    parent = os.getppid()
+
+    def orphaned() -> None:  # exit with the broker that started us, however it ended
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=orphaned, name="parent-watch", daemon=True).start()
+    print(f"{READY_LINE} on http://{host}:{port}", flush=True)
+    server.serve_forever()
+
+
 class EmbeddedAws:
-    def __init__(self, host: str = "127.0.0.1", port: int = 4566) -> None:
+    """Starts and stops the moto server process on ``host:port``."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 4566, start_timeout: float = 60.0):
         self.host = host
         self.port = port
-        self._server: Any = None
+        self._timeout = start_timeout
+        self._process: subprocess.Popen[str] | None = None
+        self._pump: threading.Thread | None = None
 
     @property
     def url(self) -> str:
@@ -39,21 +140,50 @@ class EmbeddedAws:
                 f"port {self.port} on {self.host} is in use: set BROKER_AWS_PORT or --aws-port, "
                 "or point AWS_ENDPOINT_URL at the emulator already running there"
             )
-        _disable_moto_lambda_invocation()
-        from moto.moto_server.werkzeug_app import MotoRequestHandler
-        from moto.server import ThreadedMotoServer
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "brokerctl.embedded_aws", "--host", self.host,
+             "--port", str(self.port)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        output: list[str] = []
 
-        MotoRequestHandler.log_request = lambda *args, **kwargs: None  # type: ignore[method-assign]
+        stdout = self._process.stdout
+        assert stdout is not None
 
-        self._server = ThreadedMotoServer(ip_address=self.host, port=self.port, verbose=False)
-        self._server.start()
+        def pump() -> None:  # read its output so it never blocks on a full pipe
+            with stdout:
+                for line in stdout:
+                    if len(output) < 200:
+                        output.append(line.rstrip("\n"))
+
+        self._pump = threading.Thread(target=pump, name="moto-output", daemon=True)
+        self._pump.start()
+        deadline = time.monotonic() + self._timeout
+        while not _answers(self.host, self.port):
+            if self._process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise OSError("the embedded AWS endpoint did not start:\n" + "\n".join(output))
+            time.sleep(0.05)
         return self.url
 
     def stop(self) -> None:
-        if self._server is not None:
-            with contextlib.suppress(Exception):
-                self._server.stop()
-            self._server = None
+        process, self._process = self._process, None
+        if process is None:
+            return
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if self._pump is not None:
+            self._pump.join(timeout=5)  # it closes the pipe at its end
+
+
+def _answers(host: str, port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.5):
+        return True
+    return False
 
 
 def port_is_free(host: str, port: int) -> bool:
@@ -70,3 +200,16 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=4566)
+    args = parser.parse_args(argv)
+    serve(args.host, args.port)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -27,16 +27,23 @@ class AwsClients:
                     self._clients[service] = client
         return client
 
-    def _build(self, service: str) -> Any:
+    def dedicated(self, service: str, **config: Any) -> Any:
+        """A client of its own (not shared, not cached), with ``config`` over the defaults: e.g.
+        a larger pool for long-polling callers that would starve everyone else's."""
+        return self._build(service, **config)
+
+    def _build(self, service: str, **overrides: Any) -> Any:
         import boto3
         from botocore.config import Config
 
-        config = Config(
-            retries={"max_attempts": 3, "mode": "standard"},
-            max_pool_connections=50,
-            connect_timeout=5,
-            read_timeout=30,
-        )
+        options: dict[str, Any] = {
+            "retries": {"max_attempts": 3, "mode": "standard"},
+            "max_pool_connections": 50,
+            "connect_timeout": 5,
+            "read_timeout": 30,
+            **overrides,
+        }
+        config = Config(**options)
         session = boto3.session.Session()
         return session.client(
             service,
