@@ -1,7 +1,7 @@
 """Emulates Lambda's SQS event source mappings in-process, as Lambda's poller does on AWS:
 long-poll each enabled mapping's queue (20 s polls that return as soon as a message arrives, so
-an idle queue costs one call per 20 s, not one a second), invoke the registered handler with real SQS event
-records, delete what succeeded and leave the ``batchItemFailures`` (and everything, if the
+an idle queue costs one call per 20 s, not one a second), invoke the registered handler with real
+SQS event records, delete what succeeded and leave the ``batchItemFailures`` (and everything, if the
 handler raised) for SQS to redeliver after their visibility timeout, so receive counts,
 visibility and redrive behave as on AWS. Mappings are re-read from the Lambda API every second,
 so mappings the control plane creates or deletes are picked up without a restart."""
