@@ -76,12 +76,10 @@ def _queue_name(arn: str) -> str:
     return arn.rsplit(":", 1)[-1]
 
 
-def _failure(record: Mapping[str, Any], exc: Exception) -> Exception:
-    """What a record's failure reports; an unexpected one is logged with its traceback (SQS
-    redelivers the message once its visibility runs out)."""
-    if not isinstance(exc, RetryLaterError):
-        log.error("delivery of %s failed unexpectedly", record.get("messageId"), exc_info=exc)
-    return exc
+# An attempt that failed unexpectedly (an AWS call that failed past its retries, a claim check
+# that could not be read) is tried again this much later, not after the queue's visibility timeout
+# (six times the function's timeout: six minutes by default).
+FAILURE_RETRY_SECONDS = 10
 
 
 class _Destination(NamedTuple):
@@ -197,7 +195,7 @@ class Delivery:
             try:
                 job = self._prepare(i, record, destinations)
             except Exception as exc:
-                outcomes[i] = _failure(record, exc)
+                outcomes[i] = self._failure(record, exc)
             else:
                 if job is not None:
                     jobs.append(job)
@@ -217,7 +215,7 @@ class Delivery:
                         )  # fmt: skip
                         continue
                 except Exception as exc:
-                    outcomes[job.index] = _failure(job.record, exc)
+                    outcomes[job.index] = self._failure(job.record, exc)
                     continue
             other.append(job)
         if len(other) > 1:  # retries, dead letters and replies make AWS calls: overlap them
@@ -274,6 +272,21 @@ class Delivery:
         self._archiver.write(archived)
         self._metrics.flush()
 
+    def _failure(self, record: Mapping[str, Any], exc: Exception) -> Exception:
+        """What a record's failure reports. An unexpected one is logged with its traceback, and
+        its message is made visible again in FAILURE_RETRY_SECONDS if SQS can be told so (else
+        SQS redelivers it once the queue's visibility timeout runs out)."""
+        if isinstance(exc, RetryLaterError):
+            return exc
+        log.error("delivery of %s failed unexpectedly", record.get("messageId"), exc_info=exc)
+        try:
+            self._queues.change_visibility(
+                _queue_of(record), record["receiptHandle"], FAILURE_RETRY_SECONDS
+            )
+        except Exception as again:
+            log.warning("could not reschedule %s: %s", record.get("messageId"), again)
+        return exc
+
     def _safe_settle(self, job: _Job, archived: list[bytes]) -> Exception | None:
         try:
             if job.error is not None:
@@ -281,7 +294,7 @@ class Delivery:
             self._settle(job, archived)
             return None
         except Exception as exc:
-            return _failure(job.record, exc)
+            return self._failure(job.record, exc)
 
     # ---- the passes over one record ------------------------------------------------------------
 

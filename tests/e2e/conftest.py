@@ -59,8 +59,14 @@ def wait_until(check: Callable[[], Any], timeout: float, what: str, every: float
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
-def start_local_broker(extra_env: dict[str, str] | None = None) -> LocalBroker:
-    port, aws_port = free_port(), free_port()
+def start_local_broker(
+    extra_env: dict[str, str] | None = None,
+    aws_endpoint: str | None = None,
+    port: int | None = None,
+) -> LocalBroker:
+    """``brokerctl dev`` on free ports, with its embedded AWS endpoint, or on ``aws_endpoint``
+    (an endpoint that outlives it: the fault matrix restarts the broker against the same one)."""
+    port, aws_port = port or free_port(), free_port()
     env = {
         **os.environ,
         "BROKER_PORT": str(port),
@@ -70,6 +76,8 @@ def start_local_broker(extra_env: dict[str, str] | None = None) -> LocalBroker:
         **(extra_env or {}),
     }
     env.pop("AWS_ENDPOINT_URL", None)
+    if aws_endpoint is not None:
+        env["AWS_ENDPOINT_URL"] = aws_endpoint
     process = subprocess.Popen(
         [sys.executable, "-m", "brokerctl", "dev"],
         cwd=ROOT,
@@ -78,7 +86,8 @@ def start_local_broker(extra_env: dict[str, str] | None = None) -> LocalBroker:
         stderr=subprocess.STDOUT,
         text=True,
     )
-    broker = LocalBroker(f"http://127.0.0.1:{port}", f"http://127.0.0.1:{aws_port}", process)
+    aws_url = aws_endpoint or f"http://127.0.0.1:{aws_port}"
+    broker = LocalBroker(f"http://127.0.0.1:{port}", aws_url, process)
     ready = threading.Event()
 
     def pump() -> None:

@@ -234,3 +234,35 @@ def test_a_huge_attribute_is_cut_in_the_archive_record_and_whole_at_its_referenc
     assert len(json.dumps(record)) < 1000 * 1024
     bucket, _, key = record["dataref"].removeprefix("s3://").partition("/")
     assert json.loads(h.blobs.get(bucket, key))["source"] == source
+
+
+# ---- an unexpected failure waits seconds, not the queue's visibility timeout -------------------
+
+
+def test_an_unexpected_failure_is_retried_within_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    from chalicelib.services.delivery import FAILURE_RETRY_SECONDS
+
+    h = Harness(HttpResponse(500, {}, b"down"))
+    h.broker()
+    h.trigger("t1", delivery={"retry": 0})
+    assert h.send(id_="e1").status == 202
+    queues = h.container.queues
+    dlq = h.dlq_of("t1")
+    send_batch, change_visibility = queues.send_batch, queues.change_visibility
+    rescheduled: list[tuple[str, int]] = []
+
+    def no_dlq(name: str, messages: Sequence[OutgoingMessage]) -> list[str]:
+        if name == dlq:  # the move to the DLQ fails: an AWS outage past botocore's retries
+            return [m.id for m in messages]
+        return send_batch(name, messages)
+
+    def recording(name: str, receipt_handle: str, timeout: int) -> None:
+        rescheduled.append((name, timeout))
+        change_visibility(name, receipt_handle, timeout)
+
+    monkeypatch.setattr(queues, "send_batch", no_dlq)
+    monkeypatch.setattr(queues, "change_visibility", recording)
+    answer = h.deliver_once("t1")
+    assert len(answer["batchItemFailures"]) == 1
+    assert rescheduled == [(h.queue_of("t1"), FAILURE_RETRY_SECONDS)]
+    assert len(h.messages(h.queue_of("t1"))) == 1  # kept, visible again in seconds
