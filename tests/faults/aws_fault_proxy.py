@@ -173,6 +173,6 @@ class FaultProxy:
                 if self.command != "HEAD":
                     self.wfile.write(payload)
 
-            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _relay  # noqa: N815
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _relay
 
         return Handler

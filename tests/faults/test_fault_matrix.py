@@ -175,7 +175,8 @@ def _account(
         missing = accepted - set(ledger.delivered)
         return not missing or missing <= set(_dead_letters(rt.broker, ns))
 
-    wait_until(settled, timeout, f"{name}: every accepted event delivered or dead-lettered", every=1)
+    what = f"{name}: every accepted event delivered or dead-lettered"
+    wait_until(settled, timeout, what, every=1)
     dead = _dead_letters(rt.broker, ns)
     for event in dead.values():  # each with its reason
         assert {"knativeerrordest", "knativeerrorcode", "knativeerrordata"} <= set(event)
@@ -232,8 +233,9 @@ def _flaky(ledger: Ledger, seed: int) -> Callable[[Received, int], Reply]:
 def test_subscriber_failing_30_percent_at_random(runtime: Runtime) -> None:
     ledger = Ledger()
     with EventDisplay(responder=_flaky(ledger, 7), keep=False) as sub:
-        _setup(runtime.broker, "flaky", sub.url, {"retry": 6, "backoffPolicy": "linear",
-                                                  "backoffDelay": "PT0.1S", "timeout": "PT1S"})  # fmt: skip
+        delivery = {"retry": 6, "backoffPolicy": "linear", "backoffDelay": "PT0.1S",
+                    "timeout": "PT1S"}  # fmt: skip
+        _setup(runtime.broker, "flaky", sub.url, delivery)
         producer = Producer(runtime.broker.url, "flaky", "flaky")
         producer.send()
         _account("subscriber 30% failures", runtime, "flaky", ledger, producer)
