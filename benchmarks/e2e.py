@@ -1,10 +1,13 @@
-"""End to end through the local runtime: events per second and latency from POST to subscriber,
-and AWS API calls per accepted and per delivered event, counted with botocore's event hooks.
+"""End to end through local mode: events per second and latency from POST to subscriber, and
+AWS API calls per accepted and per delivered event.
 
-The runtime runs in this process (``brokerctl.dev.LocalRuntime``, the same wiring as
-``make run``) so its boto3 clients can be instrumented; calls are attributed to the ingress when
-made on the HTTP server's threads and to delivery when made on the pollers' and workers' threads.
-Run: .venv/bin/python benchmarks/e2e.py
+Speed is measured as ``make run`` runs: ``brokerctl dev`` in a process of its own (with its moto
+server in another), the producers and the subscriber here. Then again with 500 idle triggers
+present on the same broker (filters that match nothing), whose queues and DLQs are all polled.
+AWS calls are counted with botocore's event hooks on a runtime in this process
+(``brokerctl.dev.LocalRuntime``, the same wiring), attributed to the ingress when made on the HTTP
+server's threads and to delivery when made on the pollers' and workers' threads.
+Run: .venv/bin/python benchmarks/e2e.py  (``E2E_IDLE_TRIGGERS`` sets the 500)
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from brokerctl.event_display import EventDisplay, Received, Reply  # noqa: E402
 
 EVENTS = 600
 PRODUCERS = 4
+IDLE_TRIGGERS = int(os.environ.get("E2E_IDLE_TRIGGERS", "500"))
 CP = "/apis/eventing.knative.dev/v1/namespaces/bench"
 
 
@@ -65,6 +69,121 @@ class CallCounter:
 def main() -> None:
     for key in ("AWS_ENDPOINT_URL",):
         os.environ.pop(key, None)
+    speed = measure_make_run()
+    figures, notes, calls = measure_calls()
+    write_result("e2e", {**speed, **figures}, notes, calls=calls)
+
+
+def measure_make_run() -> dict[str, float]:
+    """``brokerctl dev`` as its own process: one trigger, then 500 idle triggers besides it."""
+    import subprocess
+
+    port, aws_port = free_port(), free_port()
+    env = {**os.environ, "BROKER_PORT": str(port), "BROKER_AWS_PORT": str(aws_port)}
+    env.pop("AWS_ENDPOINT_URL", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "brokerctl", "dev"], cwd=ROOT, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: _healthy(url), 60)
+        received_at: dict[str, float] = {}
+        lock = threading.Lock()
+
+        def record(got: Received, n: int) -> Reply:
+            with lock:
+                received_at.setdefault(got.headers["ce-id"], time.perf_counter())
+            return Reply(202)
+
+        with EventDisplay(responder=record, keep=False) as sub:
+            setup(url, sub.url, triggers=1)
+            rate, p50, p99 = stream(url, received_at, "m")
+            print(f"make run, 1 trigger: {rate:,.0f} events/s, p50 {p50:.1f} ms, p99 {p99:.1f} ms")
+            began = time.perf_counter()
+            add_idle_triggers(url, sub.url, IDLE_TRIGGERS)
+            made = time.perf_counter() - began
+            print(f"{IDLE_TRIGGERS} idle triggers Ready in {made:.0f} s")
+            time.sleep(5)  # let every new mapping's poller start before measuring
+            rate_n, p50_n, p99_n = stream(url, received_at, "n")
+            print(
+                f"make run, {IDLE_TRIGGERS} idle triggers: {rate_n:,.0f} events/s, "
+                f"p50 {p50_n:.1f} ms, p99 {p99_n:.1f} ms"
+            )
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    return {
+        "events_per_s": rate, "p50_ms": p50, "p99_ms": p99,
+        f"events_per_s_{IDLE_TRIGGERS}_triggers": rate_n,
+        f"p50_ms_{IDLE_TRIGGERS}_triggers": p50_n,
+        f"p99_ms_{IDLE_TRIGGERS}_triggers": p99_n,
+        "seconds_to_create_idle_triggers": made,
+    }  # fmt: skip
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/healthz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def stream(url: str, received_at: dict[str, float], prefix: str) -> tuple[float, float, float]:
+    """EVENTS single-event POSTs from PRODUCERS producers, after a warm-up: (events/s, p50, p99)."""
+    ingress = f"{url}/bench/default"
+    headers = {"ce-specversion": "1.0", "ce-source": "/bench", "ce-type": "bench",
+               "content-type": "application/json"}  # fmt: skip
+    body = json.dumps({"payload": "x" * 900}).encode()
+    warm = f"{prefix}-warm"
+    r = httpx.post(ingress, content=body, headers={**headers, "ce-id": warm}, timeout=30)
+    assert r.status_code == 202, r.text
+    wait_for(lambda: warm in received_at, 60)
+    sent_at: dict[str, float] = {}
+
+    def produce(ids: list[str]) -> None:
+        with httpx.Client(timeout=30) as client:
+            for event_id in ids:
+                sent_at[event_id] = time.perf_counter()
+                r = client.post(ingress, content=body, headers={**headers, "ce-id": event_id})
+                assert r.status_code == 202, r.text
+
+    ids = [f"{prefix}{i}" for i in range(EVENTS)]
+    started = time.perf_counter()
+    with ThreadPoolExecutor(PRODUCERS) as pool:
+        list(pool.map(produce, [ids[i::PRODUCERS] for i in range(PRODUCERS)]))
+    wait_for(lambda: all(i in received_at for i in ids), 180)
+    elapsed = max(received_at[i] for i in ids) - started
+    latencies = sorted((received_at[i] - sent_at[i]) * 1000 for i in ids)
+    return EVENTS / elapsed, percentile(latencies, 50), percentile(latencies, 99)
+
+
+def add_idle_triggers(url: str, sub_url: str, count: int) -> None:
+    """``count`` triggers on the same broker whose filters match nothing the stream sends."""
+    with httpx.Client(base_url=url, timeout=60) as c:
+        for i in range(count):
+            body = {
+                "metadata": {"name": f"idle{i}"},
+                "spec": {"broker": "default", "filter": {"attributes": {"type": f"idle.{i}"}},
+                         "subscriber": {"uri": f"{sub_url}/idle{i}"}},
+            }  # fmt: skip
+            assert c.put(f"{CP}/triggers/idle{i}", json=body).status_code in (200, 201)
+            if i and i % 100 == 0:
+                print(f"  {i} idle triggers created")
+        deadline = time.monotonic() + 600
+        for i in range(count):
+            while True:
+                doc = c.get(f"{CP}/triggers/idle{i}").json()
+                conds = {x["type"]: x["status"] for x in doc["status"]["conditions"]}
+                if conds.get("Ready") == "True":
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"trigger idle{i} not Ready: {doc['status']}")
+                time.sleep(0.2)
+
+
+def measure_calls() -> tuple[dict[str, float], str, dict[str, int]]:
+    """The same stream through a runtime in this process, its boto3 clients instrumented."""
     opts = DevOptions(port=free_port(), aws_port=free_port(), reconcile_interval=3600)
     runtime = LocalRuntime(opts, say=lambda line: None)
     assert runtime.start() == 0, "the local runtime did not start"
@@ -86,9 +205,7 @@ def main() -> None:
             figures, notes = run(runtime.url, sub, counter, received_at)
     finally:
         runtime.stop()
-    write_result(
-        "e2e", figures, notes, calls={f"{r}/{s}/{o}": n for (r, s, o), n in counter.calls.items()}
-    )
+    return figures, notes, {f"{r}/{s}/{o}": n for (r, s, o), n in counter.calls.items()}
 
 
 def setup(url: str, sub_url: str, triggers: int) -> None:
@@ -163,17 +280,18 @@ def run(
     sends = counter.total("ingress", "sqs", "SendMessageBatch")
 
     figures = {
-        "events_per_s": EVENTS / elapsed,
-        "p50_ms": percentile(latencies, 50),
-        "p99_ms": percentile(latencies, 99),
+        "in_process_events_per_s": EVENTS / elapsed,
+        "in_process_p50_ms": percentile(latencies, 50),
+        "in_process_p99_ms": percentile(latencies, 99),
         "dynamodb_calls_per_warm_event": ddb_ingress / EVENTS,
         "sqs_send_calls_per_trigger_batch10": sends / 2,
     }
     print_table(
         [
             ("events", str(EVENTS)),
-            ("events/s", f"{figures['events_per_s']:,.0f}"),
-            ("latency p50 / p99 ms", f"{figures['p50_ms']:.1f} / {figures['p99_ms']:.1f}"),
+            ("events/s (in process)", f"{figures['in_process_events_per_s']:,.0f}"),
+            ("latency p50 / p99 ms (in process)",
+             f"{figures['in_process_p50_ms']:.1f} / {figures['in_process_p99_ms']:.1f}"),
             ("ingress AWS calls per accepted event", f"{ingress_calls / EVENTS:.2f}"),
             ("delivery AWS calls per delivered event", f"{delivery_calls / EVENTS:.2f}"),
             ("DynamoDB calls per warm ingress event", f"{ddb_ingress / EVENTS:.3f}"),
@@ -182,9 +300,12 @@ def run(
         ("measure", "value"),
     )  # fmt: skip
     notes = (
-        f"{EVENTS} JSON events (~1 KiB) from {PRODUCERS} concurrent producers through the local "
-        "runtime in-process (moto server, SQS event source emulation, ThreadingHTTPServer) to one "
-        "in-process subscriber; latency = POST sent to subscriber received; 2 cores shared by "
+        f"{EVENTS} single-event POSTs of JSON events (~1 KiB) from {PRODUCERS} concurrent "
+        "producers to one subscriber, both in the benchmark's process; events_per_s and p50/p99: "
+        "through `brokerctl dev` as make run starts it (its own process, moto in another), then "
+        f"with {IDLE_TRIGGERS} idle triggers on the same broker; in_process_*: the runtime in the "
+        "benchmark's process (producers, subscriber and broker share one interpreter), where AWS "
+        "calls are counted; latency = POST sent to subscriber received; 2 cores shared by "
         f"everything; ingress AWS calls/event {ingress_calls / EVENTS:.2f} "
         f"(SQS sends + Firehose), delivery AWS calls/event {delivery_calls / EVENTS:.2f}"
     )

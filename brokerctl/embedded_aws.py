@@ -39,6 +39,26 @@ def _disable_moto_lambda_invocation() -> None:
     models.Queue.lambda_event_source_mappings = property(_get, _set)  # type: ignore[assignment]
 
 
+def _read_retention_directly() -> None:
+    """moto checks each message it hands out against the queue's retention period by computing
+    every attribute of the queue, three of which walk all its messages: a receive from a queue
+    holding N messages (retries waiting out their backoff) cost O(10 N) clock reads, and a queue
+    of a thousand such messages kept the endpoint's CPU busy. The same check, reading the one
+    attribute it needs."""
+    from moto.core.utils import unix_time
+    from moto.sqs import models
+
+    def is_message_valid_based_on_retention_period(
+        self: Any, queue_name: str, message: Any
+    ) -> bool:
+        retention = int(self.get_queue(queue_name).message_retention_period)
+        return bool(retention + message.sent_timestamp / 1000 > unix_time())
+
+    models.SQSBackend.is_message_valid_based_on_retention_period = (  # type: ignore[method-assign]
+        is_message_valid_based_on_retention_period
+    )
+
+
 def _keep_alive_handler() -> type:
     """moto's request handler, serving HTTP/1.1 keep-alive: werkzeug's development server sends
     ``Connection: close`` on every answer because a request body the application did not read
@@ -105,6 +125,7 @@ def serve(host: str, port: int) -> None:
     from brokerctl.kafka_local import allow_kafka_mappings_in_moto
 
     _disable_moto_lambda_invocation()
+    _read_retention_directly()
     allow_kafka_mappings_in_moto()
     app = DomainDispatcherApplication(create_backend_app)
     server = make_server(host, port, app, threaded=True, request_handler=_keep_alive_handler())

@@ -55,6 +55,11 @@ LONG_POLL_SECONDS = 20
 # Each poller holds a connection for up to 20 s: the pollers share a client of their own, whose
 # pool keeps a connection per poller, apart from the pool the functions' own calls use.
 POLLER_POOL_CONNECTIONS = 2048
+# Lambda runs several batches of one queue at once (it starts with five pollers per queue and
+# scales with the backlog): a subscriber that answers slowly, or times out, holds up one batch,
+# not the queue. Here a poller keeps up to this many batches in flight, each on a thread of its
+# own, started only when a receive brings messages (an idle queue costs no thread but its poller).
+MAX_BATCHES_IN_FLIGHT = 4
 
 
 class _Poller(threading.Thread):
@@ -73,6 +78,7 @@ class _Poller(threading.Thread):
         self._region = region
         self._log = log
         self._halt = threading.Event()
+        self._slots = threading.BoundedSemaphore(MAX_BATCHES_IN_FLIGHT)
 
     def stop(self) -> None:
         self._halt.set()
@@ -82,6 +88,10 @@ class _Poller(threading.Thread):
         queue_name = self.mapping.queue_arn.rsplit(":", 1)[-1]
         url: str | None = None
         while not self._halt.is_set():
+            # A slot before receiving: messages are never held while waiting for a thread.
+            while not self._slots.acquire(timeout=0.5):
+                if self._halt.is_set():
+                    return
             try:
                 if url is None:
                     url = sqs.get_queue_url(QueueName=queue_name)["QueueUrl"]
@@ -93,15 +103,29 @@ class _Poller(threading.Thread):
                     MessageAttributeNames=["All"],
                 )
             except Exception as exc:  # the queue may be going away with its mapping
+                self._slots.release()
                 self._log(f"poller {queue_name}: {type(exc).__name__}: {exc}")
                 url = None
                 self._halt.wait(1.0)
                 continue
             messages = out.get("Messages", [])
-            if messages and self._halt.is_set():  # stopping: hand them back, unprocessed
+            if not messages:
+                self._slots.release()
+            elif self._halt.is_set():  # stopping: hand them back, unprocessed
+                self._slots.release()
                 self._release(sqs, url, messages)
-            elif messages:
-                self._invoke(sqs, url, messages)
+            else:
+                batch = threading.Thread(
+                    target=self._run_batch, args=(sqs, url, messages), name=f"{self.name}-batch",
+                    daemon=True,
+                )  # fmt: skip
+                batch.start()
+
+    def _run_batch(self, sqs: Any, url: str, messages: list[dict[str, Any]]) -> None:
+        try:
+            self._invoke(sqs, url, messages)
+        finally:
+            self._slots.release()
 
     def _release(self, sqs: Any, url: str, messages: list[dict[str, Any]]) -> None:
         entries = [
