@@ -59,6 +59,22 @@ def _read_retention_directly() -> None:
     )
 
 
+def _lock_deletes() -> None:
+    """moto's queue appends a sent message under the queue's lock, but deletes by rebuilding its
+    message list without it: two deletes at once (two batches of one queue finishing together)
+    could undo one another, and a delete racing a send could drop the new message. Deletes take
+    the same lock."""
+    from moto.sqs import models
+
+    delete = models.Queue.delete_message
+
+    def delete_message(self: Any, receipt_handle: str) -> None:
+        with self._messages_lock:
+            delete(self, receipt_handle)
+
+    models.Queue.delete_message = delete_message  # type: ignore[method-assign]
+
+
 def _keep_alive_handler() -> type:
     """moto's request handler, serving HTTP/1.1 keep-alive: werkzeug's development server sends
     ``Connection: close`` on every answer because a request body the application did not read
@@ -126,6 +142,7 @@ def serve(host: str, port: int) -> None:
 
     _disable_moto_lambda_invocation()
     _read_retention_directly()
+    _lock_deletes()
     allow_kafka_mappings_in_moto()
     app = DomainDispatcherApplication(create_backend_app)
     server = make_server(host, port, app, threaded=True, request_handler=_keep_alive_handler())

@@ -152,13 +152,15 @@ class _Poller(threading.Thread):
         done = [m for m in messages if m["MessageId"] not in failed]
         if done:
             try:
-                sqs.delete_message_batch(
+                out = sqs.delete_message_batch(
                     QueueUrl=url,
                     Entries=[
                         {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
                         for i, m in enumerate(done)
                     ],
                 )
+                for failed_entry in out.get("Failed", []):  # redelivered later: a duplicate
+                    self._log(f"delete after {self.mapping.function_name}: {failed_entry}")
             except Exception as exc:
                 self._log(f"delete after {self.mapping.function_name}: {exc}")
 
