@@ -137,7 +137,11 @@ class FaultProxy:
                     status, headers, payload = _error(kind, self.headers.get("Content-Type", ""))
                     self._answer(status, headers, payload)
                     return
-                status, headers, payload = self._forward(body)
+                try:
+                    status, headers, payload = self._forward(body)
+                except (OSError, http.client.HTTPException):  # the endpoint itself is gone
+                    self.close_connection = True
+                    return
                 self._answer(status, headers, payload)
 
             def _forward(self, body: bytes) -> tuple[int, dict[str, str], bytes]:
