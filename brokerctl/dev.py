@@ -33,6 +33,15 @@ class DevOptions:
 
 
 _print_lock = threading.Lock()
+# Listing every event source mapping costs the endpoint time in proportion to their number (1,000
+# with 500 triggers): re-read them every few seconds, and at once when the control plane changes
+# one (MAPPING_OPERATIONS).
+MAPPING_REFRESH_SECONDS = 5.0
+MAPPING_OPERATIONS = (
+    "CreateEventSourceMapping",
+    "UpdateEventSourceMapping",
+    "DeleteEventSourceMapping",
+)
 
 
 def _say(line: str) -> None:
@@ -163,7 +172,13 @@ class LocalRuntime:
             },
             settings.region,
             say,
+            refresh_seconds=MAPPING_REFRESH_SECONDS,
         )
+        # The control plane runs in this process: a mapping it creates, changes or deletes is
+        # picked up at once; the periodic re-read is the safety net for changes made elsewhere.
+        events = container.clients.client("lambda").meta.events
+        for operation in MAPPING_OPERATIONS:
+            events.register(f"after-call.lambda.{operation}", sources.poke)
         sources.start()
         self._stack.append(sources.stop)
         if kafka_bootstrap is not None:

@@ -177,6 +177,7 @@ class MappingSupervisor:
         self._refresh = refresh_seconds
         self._pollers: dict[str, Any] = {}
         self._halt = threading.Event()
+        self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
 
     def wanted(self) -> dict[str, Any]:
@@ -193,6 +194,7 @@ class MappingSupervisor:
 
     def stop(self) -> None:
         self._halt.set()
+        self._wake.set()
         for poller in self._pollers.values():
             poller.stop()
         # A poller may sit in a long poll: wait for them all together, not one after the other
@@ -203,8 +205,17 @@ class MappingSupervisor:
         if self._thread.is_alive():
             self._thread.join(timeout=5)
 
+    def poke(self, **_: Any) -> None:
+        """Re-read the wanted mappings now (the control plane just changed one); usable as a
+        botocore event handler."""
+        self._wake.set()
+
     def _run(self) -> None:
-        while not self._halt.wait(self._refresh):
+        while not self._halt.is_set():
+            self._wake.wait(self._refresh)
+            self._wake.clear()
+            if self._halt.is_set():
+                return
             try:
                 self.refresh()
             except Exception as exc:

@@ -147,6 +147,7 @@ class ConfigCache:
         self._ttl = ttl
         self._clock = clock
         self._entries: dict[tuple[str, str], tuple[float, BrokerConfig | None]] = {}
+        self._loading: set[tuple[str, str]] = set()  # expired keys one thread is reloading
         self._lock = threading.Lock()
 
     def get(self, namespace: str, broker: str) -> BrokerConfig | None:
@@ -155,6 +156,14 @@ class ConfigCache:
         entry = self._entries.get(key)
         if entry is not None and now - entry[0] < self._ttl:
             return entry[1]
+        if entry is not None:
+            # Expired: one thread reloads, the others keep the config they had meanwhile (a
+            # broker with hundreds of triggers takes a while to read, and every concurrent
+            # request reading it again would only queue behind the store).
+            with self._lock:
+                if key in self._loading:
+                    return entry[1]
+                self._loading.add(key)
         try:
             config = self._loader(namespace, broker)
         except UnavailableError:
@@ -165,6 +174,10 @@ class ConfigCache:
             with self._lock:
                 self._entries[key] = (self._clock(), entry[1])
             return entry[1]
+        finally:
+            if entry is not None:
+                with self._lock:
+                    self._loading.discard(key)
         # Stamped after the load: a slow load is not stale on arrival (every request would
         # reload). Bounded: every valid broker name a client tries gets a (negative) entry.
         stamped = self._clock()

@@ -101,3 +101,33 @@ def test_filters_are_compiled_once_per_trigger_generation() -> None:
     assert changed is not None and changed.routes[0].filter is not first.routes[0].filter
     stored = h.store.get("trigger", "ns", "t1")
     assert stored is not None and trigger_from_item(stored.doc["resource"]).generation == 2
+
+
+def test_an_expired_config_is_reloaded_by_one_thread_while_the_others_keep_it() -> None:
+    import threading
+
+    now = [0.0]
+    old, new = BrokerConfig.__new__(BrokerConfig), BrokerConfig.__new__(BrokerConfig)
+    loading, release = threading.Event(), threading.Event()
+    calls: list[int] = []
+
+    def loader(ns: str, name: str) -> BrokerConfig:
+        calls.append(1)
+        if len(calls) == 1:
+            return old
+        loading.set()
+        assert release.wait(10)
+        return new
+
+    cache = ConfigCache(loader, ttl=5.0, clock=lambda: now[0])
+    assert cache.get("ns", "b") is old
+    now[0] = 10.0  # expired
+    got: list[BrokerConfig | None] = []
+    reloader = threading.Thread(target=lambda: got.append(cache.get("ns", "b")))
+    reloader.start()
+    assert loading.wait(10)
+    assert cache.get("ns", "b") is old  # not a second load: the one in flight will do
+    assert len(calls) == 2
+    release.set()
+    reloader.join(10)
+    assert got == [new] and cache.get("ns", "b") is new
