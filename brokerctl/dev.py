@@ -64,6 +64,9 @@ def _configure_environment(opts: DevOptions, endpoint: str) -> None:
     os.environ["BROKER_PUBLIC_URL"] = f"http://{opts.host}:{opts.port}"
     if opts.cache_ttl is not None:
         os.environ["BROKER_CACHE_TTL_SECONDS"] = str(opts.cache_ttl)
+    # Archive records gathered for a second across requests, as Firehose buffers before S3: one
+    # archive call for many events instead of one per request (chalicelib/services/archiver.py).
+    os.environ.setdefault("BROKER_ARCHIVE_BATCH_SECONDS", "1")
     # Local mode aggregates metrics itself and serves them at /metrics; EMF to stdout would flood.
     os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "ServerlessBroker")
     os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "serverless-broker")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import sys
 import threading
 from collections.abc import Callable
@@ -59,6 +60,8 @@ class EventDisplay:
 
             def setup(self) -> None:
                 super().setup()
+                # Status line and body in separate writes: no Nagle wait on kept connections.
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 with outer._cond:
                     outer.connections += 1
 

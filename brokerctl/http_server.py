@@ -4,6 +4,7 @@ API Gateway emulation (LocalGateway), so handlers see real API Gateway proxy eve
 from __future__ import annotations
 
 import base64
+import socket
 import sys
 import threading
 import time
@@ -15,6 +16,12 @@ from typing import Any
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        # Headers and body leave in two writes: on a kept-alive connection Nagle's algorithm
+        # would hold the body until the client's delayed ACK (~40 ms an answer).
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def _handle(self) -> None:
         started = time.perf_counter()

@@ -57,6 +57,9 @@ class Settings:
     metrics_enabled: bool = True
     local_mode: bool = True
     delivery_function_timeout_seconds: int = 60
+    # Archive records gathered across requests for this long before one write (services/
+    # archiver.py); 0, the default for deployed functions: written before the function answers.
+    archive_batch_seconds: float = 0.0
     subscriber_allowlist: tuple[str, ...] = field(default_factory=tuple)
     # Where the metrics job writes its tables (s3://bucket/prefix/ or a local directory); the
     # registry reads the event types seen per broker from there. None: the ingress sample only.
@@ -103,6 +106,9 @@ class Settings:
             delivery_function_timeout_seconds=int(
                 number("BROKER_DELIVERY_TIMEOUT_SECONDS", "60", int)
             ),
+            archive_batch_seconds=max(
+                0.0, float(number("BROKER_ARCHIVE_BATCH_SECONDS", "0", float))
+            ),
             metrics_location=env.get("BROKER_METRICS_LOCATION")
             or (f"s3://{base}-metrics/metrics/" if stage == "local" else None),
             subscriber_allowlist=tuple(
@@ -141,6 +147,7 @@ def _environment_problems(env: Mapping[str, str], stage: str) -> tuple[str, ...]
     for name, kind in (
         ("BROKER_CACHE_TTL_SECONDS", float),
         ("BROKER_DELIVERY_TIMEOUT_SECONDS", int),
+        ("BROKER_ARCHIVE_BATCH_SECONDS", float),
     ):
         value = env.get(name)
         if value:

@@ -109,6 +109,7 @@ class Container:
             self.metrics,
             log=log.warning,
             observe=self.event_types.observe,
+            archive_batch_seconds=self.settings.archive_batch_seconds,
         )
 
     def _delivery(self, dead_letter_mode: bool) -> Delivery:
@@ -123,6 +124,7 @@ class Container:
             kafka=self.kafka_publisher,
             dead_letter_mode=dead_letter_mode,
             max_attempt_timeout=max(1.0, self.settings.delivery_function_timeout_seconds - 10),
+            archive_batch_seconds=self.settings.archive_batch_seconds,
         )
 
     @cached_property

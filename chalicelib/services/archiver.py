@@ -3,12 +3,21 @@
 The archive feeds analytics, so its outage never refuses an event already stored. But a record it
 loses is not silent either: each write is tried ``attempts`` times with backoff, and what still
 fails is counted in ``archive_failure_count`` and logged with the event ids it carried.
+
+With ``batch_seconds`` > 0 (``BROKER_ARCHIVE_BATCH_SECONDS``; local mode's default is 1 s) records
+are gathered across requests and written by a background thread every ``batch_seconds``, or as
+soon as a Firehose call's worth (500) is waiting, as Firehose itself buffers before S3: one call
+for many events instead of one per request. What is buffered when the process ends normally is
+written at exit; a process killed outright loses at most one window of archive records (never
+events: they are in their queues). Deployed functions default to 0: written before answering.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 
@@ -21,6 +30,8 @@ log = logging.getLogger(__name__)
 ATTEMPTS = 3
 BACKOFF_SECONDS = (0.05, 0.2)  # before the 2nd and 3rd attempts
 _MAX_LOGGED_IDS = 20
+FLUSH_RECORDS = 500  # one Firehose call's worth: written at once, not at the end of the window
+MAX_BUFFERED = 10_000  # past this (the archive is slow or down) writers flush themselves
 
 
 class Archiver:
@@ -30,16 +41,50 @@ class Archiver:
         metrics: Metrics,
         role: str,
         sleep: Callable[[float], None] = time.sleep,
+        batch_seconds: float = 0.0,
     ) -> None:
         self._sink = sink
         self._metrics = metrics
         self._role = role  # "ingress" or "delivery": the metric's dimension
         self._sleep = sleep
+        self._batch_seconds = batch_seconds
+        self._buffer: list[bytes] = []
+        self._wake = threading.Condition()
+        self._flusher: threading.Thread | None = None
 
     def write(self, records: Sequence[bytes]) -> bool:
-        """Archive ``records``; False (counted and logged) when they could not be."""
+        """Archive ``records`` (or buffer them, with ``batch_seconds``); False (counted and
+        logged) when they could not be written."""
         if not records:
             return True
+        if self._batch_seconds <= 0:
+            return self._write_now(records)
+        with self._wake:
+            self._buffer.extend(records)
+            if self._flusher is None:
+                self._flusher = threading.Thread(target=self._run, name="archive", daemon=True)
+                self._flusher.start()
+                atexit.register(self.flush)
+            if len(self._buffer) >= FLUSH_RECORDS:
+                self._wake.notify()
+            overflow = len(self._buffer) >= MAX_BUFFERED
+        return self.flush() if overflow else True
+
+    def flush(self) -> bool:
+        """Write what is buffered now."""
+        with self._wake:
+            records, self._buffer = self._buffer, []
+        return self._write_now(records) if records else True
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                self._wake.wait_for(
+                    lambda: len(self._buffer) >= FLUSH_RECORDS, timeout=self._batch_seconds
+                )
+            self.flush()
+
+    def _write_now(self, records: Sequence[bytes]) -> bool:
         error: BrokerError | None = None
         for attempt in range(ATTEMPTS):
             if attempt:

@@ -132,11 +132,15 @@ class Delivery:
         pool_size: int = 10,
         pacer: Pacer | None = None,
         clock: Callable[[], datetime] = utcnow,
+        archive_batch_seconds: float = 0.0,
     ) -> None:
         self._cache = cache
         self._queues = queues
         self._archiver = Archiver(
-            archive_sink, metrics, "dead_letter" if dead_letter_mode else "delivery"
+            archive_sink,
+            metrics,
+            "dead_letter" if dead_letter_mode else "delivery",
+            batch_seconds=archive_batch_seconds,
         )
         self._metrics = metrics
         self._sender = sender

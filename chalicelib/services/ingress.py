@@ -65,11 +65,14 @@ class Ingress:
         clock: Callable[[], datetime] = utcnow,
         log: Callable[[str], None] | None = None,
         observe: Callable[[str, str, Sequence[CloudEvent]], None] | None = None,
+        archive_batch_seconds: float = 0.0,
     ) -> None:
         self._cache = cache
         self._queues = queues
         self._claims = claims
-        self._archiver = Archiver(archive_sink, metrics, "ingress")
+        self._archiver = Archiver(
+            archive_sink, metrics, "ingress", batch_seconds=archive_batch_seconds
+        )
         self._metrics = metrics
         self._clock = clock
         self._log = log or (lambda line: None)
