@@ -192,6 +192,7 @@ def measure_calls() -> tuple[dict[str, float], str, dict[str, int]]:
         runtime.container.clients.client(service).meta.events.register(
             f"before-call.{service}", counter.hook
         )
+    runtime.sources.sqs_client.meta.events.register("before-call.sqs", counter.hook)
     received_at: dict[str, float] = {}
     lock = threading.Lock()
 

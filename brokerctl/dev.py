@@ -130,6 +130,7 @@ class LocalRuntime:
         self.say = say
         self.url = f"http://{opts.host}:{opts.port}"
         self.container: Any = None
+        self.sources: Any = None
         self._stack: list[Callable[[], None]] = []
 
     def start(self) -> int:
@@ -183,6 +184,7 @@ class LocalRuntime:
         for operation in MAPPING_OPERATIONS:
             events.register(f"after-call.lambda.{operation}", sources.poke)
         sources.start()
+        self.sources = sources
         self._stack.append(sources.stop)
         if kafka_bootstrap is not None:
             from brokerctl.kafka_local import KafkaEventSources

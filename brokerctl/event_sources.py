@@ -265,6 +265,11 @@ class SqsEventSources(MappingSupervisor):
             "sqs", max_pool_connections=POLLER_POOL_CONNECTIONS, read_timeout=LONG_POLL_SECONDS + 10
         )
 
+    @property
+    def sqs_client(self) -> Any:
+        """The pollers' own SQS client (receives and deletes), e.g. to count its calls."""
+        return self._sqs
+
     def wanted(self) -> dict[str, Any]:
         wanted: dict[str, Any] = {}
         for function_name in self._handlers:
