@@ -75,6 +75,29 @@ def _lock_deletes() -> None:
     models.Queue.delete_message = delete_message  # type: ignore[method-assign]
 
 
+def _remember_backends_by_host() -> None:
+    """moto finds the service of every request by listing its own package directory and trying
+    each service's URL patterns in turn: a quarter of the endpoint's CPU under load. The answer
+    depends only on the host name it infers (``sqs.us-east-1.amazonaws.com``...): remembered."""
+    from moto.moto_server import werkzeug_app
+
+    app_class = werkzeug_app.DomainDispatcherApplication
+    find = app_class.get_backend_for_host
+
+    def get_backend_for_host(self: Any, host: str | None) -> Any:
+        if host is None:
+            return None
+        known: dict[str, Any] = self.__dict__.setdefault("_backend_by_host", {})
+        if host not in known:
+            backend = find(self, host)
+            if len(known) >= 1024 or backend is None:  # a bounded cache of real answers
+                return backend
+            known[host] = backend
+        return known[host]
+
+    app_class.get_backend_for_host = get_backend_for_host  # type: ignore[method-assign]
+
+
 # How long a long poll on an empty queue sleeps between checks (moto: 1 s, whatever the queue).
 IDLE_QUEUE_WAIT_SECONDS = 5
 
@@ -164,6 +187,7 @@ def serve(host: str, port: int) -> None:
     _read_retention_directly()
     _lock_deletes()
     _quiet_idle_long_polls()
+    _remember_backends_by_host()
     allow_kafka_mappings_in_moto()
     app = DomainDispatcherApplication(create_backend_app)
     server = make_server(host, port, app, threaded=True, request_handler=_keep_alive_handler())
