@@ -134,7 +134,7 @@ def _keep_alive_handler() -> type:
         def read(size: int = -1) -> bytes:
             return b""
 
-    class KeepAliveHandler(MotoRequestHandler):  # type: ignore[misc]
+    class KeepAliveHandler(MotoRequestHandler):
         protocol_version = "HTTP/1.1"
         timeout = 300  # an idle kept-alive connection holds a thread: let it go after 5 min
         _body: Any = None
@@ -161,9 +161,9 @@ def _keep_alive_handler() -> type:
                 self._body = None  # werkzeug's own handling, which closes the connection
                 super().run_wsgi()
                 return
-            real = self.rfile
+            real: Any = self.rfile
             self._body = LimitedStream(real, int(self.headers.get("Content-Length") or 0))
-            self.rfile = _NothingLeft()
+            self.rfile = _NothingLeft()  # type: ignore[assignment]
             try:
                 super().run_wsgi()
             finally:
