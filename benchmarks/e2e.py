@@ -216,16 +216,16 @@ def measure_calls() -> tuple[dict[str, float], str, dict[str, int]]:
 
 def setup(url: str, sub_url: str, triggers: int) -> None:
     with httpx.Client(base_url=url, timeout=30) as c:
-        assert c.put(
-            f"{CP}/brokers/default", json={"metadata": {"name": "default"}}
-        ).status_code in (200, 201)
+        r = c.put(f"{CP}/brokers/default", json={"metadata": {"name": "default"}})
+        assert r.status_code in (200, 201), f"PUT broker: {r.status_code} {r.text}"
         for i in range(triggers):
             body = {
                 "metadata": {"name": f"t{i}"},
                 "spec": {"broker": "default", "filter": {"attributes": {"type": "bench"}},
                          "subscriber": {"uri": f"{sub_url}/t{i}"}},
             }  # fmt: skip
-            assert c.put(f"{CP}/triggers/t{i}", json=body).status_code in (200, 201)
+            r = c.put(f"{CP}/triggers/t{i}", json=body)
+            assert r.status_code in (200, 201), f"PUT trigger: {r.status_code} {r.text}"
         deadline = time.monotonic() + 60
         for i in range(triggers):
             while True:

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 READY_LINE = "embedded AWS endpoint ready"
@@ -57,6 +59,62 @@ def _read_retention_directly() -> None:
     models.SQSBackend.is_message_valid_based_on_retention_period = (  # type: ignore[method-assign]
         is_message_valid_based_on_retention_period
     )
+
+
+def _compute_queue_attributes_on_demand() -> None:
+    """moto builds every attribute of a queue whenever one is read, three of them by walking all
+    its messages, and every SendMessage reads one (``ContentBasedDeduplication``, which a standard
+    queue does not even have): a send to a queue holding N messages cost O(N), so a burst made
+    the endpoint quadratic. The attributes become a mapping that computes only what is read,
+    with the same keys and values as moto's dict."""
+    from moto.core.utils import camelcase_to_underscores
+    from moto.sqs import models
+
+    build_all = vars(models.Queue)["attributes"].fget
+    assert build_all is not None
+
+    class QueueAttributes(Mapping[str, Any]):
+        def __init__(self, queue: Any) -> None:
+            self._queue = queue
+
+        def _names(self) -> list[str]:
+            q = self._queue
+            names = list(q.BASE_ATTRIBUTES)
+            if q.fifo_queue:
+                names += q.FIFO_ATTRIBUTES
+            if q.kms_master_key_id:
+                names += q.KMS_ATTRIBUTES
+            return names
+
+        def __iter__(self) -> Iterator[str]:
+            return iter(self._names())
+
+        def __len__(self) -> int:
+            return len(self._names())
+
+        def __getitem__(self, name: str) -> Any:
+            if name not in self._names():
+                raise KeyError(name)
+            q = self._queue
+            if name == "RedrivePolicy" and q.redrive_policy:
+                return json.dumps(q.redrive_policy)
+            value = getattr(q, camelcase_to_underscores(name))
+            return str(value).lower() if isinstance(value, bool) else value
+
+    models.Queue.attributes = property(QueueAttributes)  # type: ignore[assignment,method-assign]
+    models.Queue.attributes_as_moto_builds_them = property(build_all)  # type: ignore[attr-defined]
+
+
+def _list_handler_methods_once() -> None:
+    """moto lists the methods of a service's response class with ``inspect.getmembers`` on every
+    request to find the action's handler: a twentieth of the endpoint's CPU. The classes do not
+    change while it runs, so each is listed once."""
+    import functools
+
+    from moto.core import responses, utils
+
+    listed = functools.cache(utils.method_names_from_class)
+    responses.method_names_from_class = listed  # type: ignore[attr-defined]
 
 
 def _lock_deletes() -> None:
@@ -186,6 +244,8 @@ def serve(host: str, port: int) -> None:
     _disable_moto_lambda_invocation()
     _read_retention_directly()
     _lock_deletes()
+    _compute_queue_attributes_on_demand()
+    _list_handler_methods_once()
     _quiet_idle_long_polls()
     _remember_backends_by_host()
     allow_kafka_mappings_in_moto()

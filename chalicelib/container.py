@@ -30,6 +30,7 @@ from chalicelib.services.metrics import Metrics
 from chalicelib.services.provisioner import Provisioner
 from chalicelib.services.registry import Registry
 from chalicelib.services.routing import ConfigCache, load_broker_config
+from chalicelib.services.shared_sends import SharedSends
 from chalicelib.services.tokens import Tokens
 
 log = logging.getLogger("broker")
@@ -103,7 +104,7 @@ class Container:
     def ingress(self) -> Ingress:
         return Ingress(
             self.cache,
-            self.queues,
+            SharedSends(self.queues),
             self.claims,
             self.archive,
             self.metrics,

@@ -67,7 +67,13 @@ class ReceivedMessage:
     attributes: Mapping[str, str]
 
 
-class Queues(Protocol):
+class QueueSender(Protocol):
+    def send_batch(self, name: str, messages: Sequence[OutgoingMessage]) -> builtins.list[str]:
+        """Send up to 10 messages; return the ids of the entries that failed."""
+        ...
+
+
+class Queues(QueueSender, Protocol):
     """SQS as the services use it. Queue *names* are the identifiers; adapters cache URLs."""
 
     def create(self, name: str, attributes: Mapping[str, str]) -> QueueInfo: ...
@@ -79,10 +85,6 @@ class Queues(Protocol):
     def set_attributes(self, name: str, attributes: Mapping[str, str]) -> None: ...
 
     def delete(self, name: str) -> None: ...
-
-    def send_batch(self, name: str, messages: Sequence[OutgoingMessage]) -> builtins.list[str]:
-        """Send up to 10 messages; return the ids of the entries that failed."""
-        ...
 
     def receive(
         self, name: str, max_messages: int, wait_seconds: int, visibility_timeout: int | None

@@ -25,7 +25,7 @@ from chalicelib.core.errors import (
 from chalicelib.core.event import CloudEvent
 from chalicelib.core.message import ClaimCheck, passthrough_headers
 from chalicelib.core.resources import DEFAULT_MAX_EVENT_BYTES
-from chalicelib.ports import Archive, OutgoingMessage, Queues
+from chalicelib.ports import Archive, OutgoingMessage, QueueSender
 from chalicelib.problems import PROBLEM_TYPE, problem_of, status_of
 from chalicelib.services.archiver import Archiver
 from chalicelib.services.claims import INLINE_LIMIT, SQS_MAX_BYTES, Claims
@@ -58,7 +58,7 @@ class Ingress:
     def __init__(
         self,
         cache: ConfigCache,
-        queues: Queues,
+        queues: QueueSender,
         claims: Claims,
         archive_sink: Archive,
         metrics: Metrics,
