@@ -34,9 +34,9 @@ class DevOptions:
 
 _print_lock = threading.Lock()
 # Listing every event source mapping costs the endpoint time in proportion to their number (1,000
-# with 500 triggers): re-read them every few seconds, and at once when the control plane changes
-# one (MAPPING_OPERATIONS).
-MAPPING_REFRESH_SECONDS = 5.0
+# with 500 triggers): re-read them at once when the control plane changes one (MAPPING_OPERATIONS),
+# and every half minute for changes made elsewhere.
+MAPPING_REFRESH_SECONDS = 30.0
 MAPPING_OPERATIONS = (
     "CreateEventSourceMapping",
     "UpdateEventSourceMapping",
@@ -183,6 +183,7 @@ class LocalRuntime:
         events = container.clients.client("lambda").meta.events
         for operation in MAPPING_OPERATIONS:
             events.register(f"after-call.lambda.{operation}", sources.poke)
+        sources.watch_sends(container.clients.client("sqs"))  # an idle queue's pollers wake
         sources.start()
         self.sources = sources
         self._stack.append(sources.stop)

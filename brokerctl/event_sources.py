@@ -3,12 +3,18 @@ long-poll each enabled mapping's queue (20 s polls that return as soon as a mess
 an idle queue costs one call per 20 s, not one a second), invoke the registered handler with real
 SQS event records, delete what succeeded and leave the ``batchItemFailures`` (and everything, if the
 handler raised) for SQS to redeliver after their visibility timeout, so receive counts,
-visibility and redrive behave as on AWS. Mappings are re-read from the Lambda API every second,
-so mappings the control plane creates or deletes are picked up without a restart."""
+visibility and redrive behave as on AWS. Mappings are re-read from the Lambda API now and then,
+and at once when the control plane creates, changes or deletes one, without a restart.
+
+Unlike Lambda, an idle queue is not polled without end: after two empty long polls, with nothing
+in flight or delayed, its poller sleeps until a send through this process wakes it (or
+``IDLE_POLL_SECONDS`` pass), so a broker with hundreds of quiet triggers leaves the endpoint
+alone."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 import time
 import traceback
@@ -60,6 +66,18 @@ POLLER_POOL_CONNECTIONS = 2048
 # not the queue. Here a poller keeps up to this many batches in flight, each on a thread of its
 # own, started only when a receive brings messages (an idle queue costs no thread but its poller).
 MAX_BATCHES_IN_FLIGHT = 4
+# A queue is idle after this many empty long polls in a row (40 s) when SQS also counts no message
+# in flight (a retry waiting out its backoff) and none delayed. Its poller then sleeps until a send
+# to the queue through this process's clients wakes it (ingress, replies, redrive, the local Kafka
+# bridge: SqsEventSources.watch_sends), its source queue's poller receives (a redrive to this DLQ
+# happens inside such a receive), or IDLE_POLL_SECONDS pass (a message sent by another program).
+IDLE_AFTER_EMPTY_POLLS = 2
+IDLE_POLL_SECONDS = 300.0
+_COUNTS = (
+    "ApproximateNumberOfMessages",
+    "ApproximateNumberOfMessagesNotVisible",
+    "ApproximateNumberOfMessagesDelayed",
+)
 
 
 class _Poller(threading.Thread):
@@ -70,31 +88,45 @@ class _Poller(threading.Thread):
         handler: Handler,
         region: str,
         log: Callable[[str], None],
+        received: Callable[[str], None] = lambda dlq: None,
     ) -> None:
         super().__init__(name=f"esm-{mapping.uuid[:8]}", daemon=True)
         self.mapping = mapping
+        self.queue_name = mapping.queue_arn.rsplit(":", 1)[-1]
         self._sqs = sqs
         self._handler = handler
         self._region = region
         self._log = log
+        self._received = received  # told this queue's DLQ name after each receive
+        self._dlq: str | None = None
         self._halt = threading.Event()
+        self._wake = threading.Event()
+        self.sleeping = threading.Event()  # set while idle (not polling)
         self._slots = threading.BoundedSemaphore(MAX_BATCHES_IN_FLIGHT)
 
     def stop(self) -> None:
         self._halt.set()
+        self._wake.set()
+
+    def wake(self) -> None:
+        """A message may have arrived: an idle poller polls again now."""
+        self._wake.set()
 
     def run(self) -> None:
         sqs = self._sqs
-        queue_name = self.mapping.queue_arn.rsplit(":", 1)[-1]
+        queue_name = self.queue_name
         url: str | None = None
+        empty_polls = 0
         while not self._halt.is_set():
             # A slot before receiving: messages are never held while waiting for a thread.
             while not self._slots.acquire(timeout=0.5):
                 if self._halt.is_set():
                     return
+            self._wake.clear()  # before the receive: a send during it wakes the sleep after it
             try:
                 if url is None:
                     url = sqs.get_queue_url(QueueName=queue_name)["QueueUrl"]
+                    self._dlq = self._dead_letter_queue(url)
                 out = sqs.receive_message(
                     QueueUrl=url,
                     MaxNumberOfMessages=min(10, self.mapping.batch_size),
@@ -104,14 +136,25 @@ class _Poller(threading.Thread):
                 )
             except Exception as exc:  # the queue may be going away with its mapping
                 self._slots.release()
+                if self._halt.is_set():  # the endpoint may be stopping with us
+                    return
                 self._log(f"poller {queue_name}: {type(exc).__name__}: {exc}")
                 url = None
                 self._halt.wait(1.0)
                 continue
+            if self._dlq is not None:
+                self._received(self._dlq)
             messages = out.get("Messages", [])
             if not messages:
                 self._slots.release()
-            elif self._halt.is_set():  # stopping: hand them back, unprocessed
+                empty_polls += 1
+                if empty_polls >= IDLE_AFTER_EMPTY_POLLS and self._nothing_pending(url):
+                    self.sleeping.set()
+                    self._wake.wait(IDLE_POLL_SECONDS)
+                    self.sleeping.clear()
+                continue
+            empty_polls = 0
+            if self._halt.is_set():  # stopping: hand them back, unprocessed
                 self._slots.release()
                 self._release(sqs, url, messages)
             else:
@@ -120,6 +163,23 @@ class _Poller(threading.Thread):
                     daemon=True,
                 )  # fmt: skip
                 batch.start()
+
+    def _dead_letter_queue(self, url: str) -> str | None:
+        out = self._sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["RedrivePolicy"])
+        policy = out.get("Attributes", {}).get("RedrivePolicy")
+        if not policy:
+            return None
+        return str(json.loads(policy)["deadLetterTargetArn"]).rsplit(":", 1)[-1]
+
+    def _nothing_pending(self, url: str) -> bool:
+        """No message waiting, in flight or delayed (the counts are approximate: a message in
+        none of them now was sent after this check began, and its send wakes this poller)."""
+        try:
+            out = self._sqs.get_queue_attributes(QueueUrl=url, AttributeNames=list(_COUNTS))
+        except Exception:  # keep polling; the next empty poll asks again
+            return False
+        counts = out.get("Attributes", {})
+        return all(int(counts.get(name, "1")) == 0 for name in _COUNTS)
 
     def _run_batch(self, sqs: Any, url: str, messages: list[dict[str, Any]]) -> None:
         try:
@@ -264,11 +324,35 @@ class SqsEventSources(MappingSupervisor):
         self._sqs = clients.dedicated(
             "sqs", max_pool_connections=POLLER_POOL_CONNECTIONS, read_timeout=LONG_POLL_SECONDS + 10
         )
+        self._by_queue: dict[str, list[_Poller]] = {}
 
     @property
     def sqs_client(self) -> Any:
         """The pollers' own SQS client (receives and deletes), e.g. to count its calls."""
         return self._sqs
+
+    def refresh(self) -> None:
+        super().refresh()
+        by_queue: dict[str, list[_Poller]] = {}
+        for poller in self._pollers.values():
+            by_queue.setdefault(poller.queue_name, []).append(poller)
+        self._by_queue = by_queue  # replaced whole: read without a lock by the senders' threads
+
+    def wake_queue(self, name: str) -> None:
+        """Something was sent to queue ``name``: its idle pollers poll again now."""
+        for poller in self._by_queue.get(name, ()):
+            poller.wake()
+
+    def watch_sends(self, sqs: Any) -> None:
+        """Wake a queue's pollers after each send to it through the boto3 client ``sqs``."""
+        for operation in ("SendMessage", "SendMessageBatch"):
+            sqs.meta.events.register(f"before-parameter-build.sqs.{operation}", _note_queue)
+            sqs.meta.events.register(f"after-call.sqs.{operation}", self._sent)
+
+    def _sent(self, context: dict[str, Any] | None = None, **_: Any) -> None:
+        url = (context or {}).get(_QUEUE_URL_KEY)
+        if url:
+            self.wake_queue(str(url).rsplit("/", 1)[-1])
 
     def wanted(self) -> dict[str, Any]:
         wanted: dict[str, Any] = {}
@@ -289,6 +373,15 @@ class SqsEventSources(MappingSupervisor):
         return wanted
 
     def make_poller(self, mapping: Any) -> Any:
+        handler = self._handlers[mapping.function_name]
         return _Poller(
-            mapping, self._sqs, self._handlers[mapping.function_name], self._region, self._log
+            mapping, self._sqs, handler, self._region, self._log, received=self.wake_queue
         )
+
+
+_QUEUE_URL_KEY = "brokerctl_queue_url"
+
+
+def _note_queue(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+    """Keep a send's queue URL in its request context, where its after-call event finds it."""
+    context[_QUEUE_URL_KEY] = params.get("QueueUrl")

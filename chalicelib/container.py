@@ -94,6 +94,7 @@ class Container:
         return ConfigCache(
             lambda ns, name: load_broker_config(self.store, prefix, ns, name),
             self.settings.cache_ttl_seconds,
+            epoch=self.store.epoch,
         )
 
     @cached_property

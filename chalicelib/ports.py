@@ -43,6 +43,11 @@ class ResourceStore(Protocol):
 
     def delete(self, kind: str, namespace: str, name: str) -> bool: ...
 
+    def epoch(self, namespace: str) -> int:
+        """A counter that changes after every put or delete in ``namespace`` (0 before the
+        first): a cache of the namespace's items checks it instead of reading them again."""
+        ...
+
 
 @dataclass(frozen=True)
 class QueueInfo:

@@ -2,7 +2,10 @@
 
 Creates are conditional (attribute_not_exists); replaces are conditional on the stored version.
 Documents are stored as a JSON string attribute so that any JSON shape (floats, empty maps)
-survives.
+survives. Each namespace has an epoch item (pk = "epoch#{namespace}", no ``kind``, so no listing
+sees it), counted up after every write in the namespace: caches check that one item instead of
+reading the namespace again. Counted *after* the write, so a reader that saw the old epoch may
+have read the old items, and will see the new epoch next time.
 """
 
 from __future__ import annotations
@@ -96,6 +99,7 @@ class DynamoResourceStore:
         except ConflictError as exc:
             what = "already exists" if expected_version is None else "was modified concurrently"
             raise ConflictError(f"{kind} {namespace}/{name} {what}") from exc
+        self._advance_epoch(namespace)
         return StoredItem(kind, namespace, name, dict(doc), version)
 
     def delete(self, kind: str, namespace: str, name: str) -> bool:
@@ -105,7 +109,26 @@ class DynamoResourceStore:
                 Key={"pk": {"S": f"{kind}#{namespace}"}, "sk": {"S": name}},
                 ReturnValues="ALL_OLD",
             )
+        self._advance_epoch(namespace)
         return "Attributes" in out
+
+    def epoch(self, namespace: str) -> int:
+        with translated(f"epoch of {namespace}"):
+            out = self._ddb.get_item(
+                TableName=self._table, Key=_epoch_key(namespace), ConsistentRead=True
+            )
+        return int(out.get("Item", {}).get("n", {}).get("N", "0"))
+
+    def _advance_epoch(self, namespace: str) -> None:
+        # After the write: if this fails the caller sees the error (its write is stored; a retry
+        # rewrites it and counts again), and caches reread everything at least once a minute.
+        with translated(f"epoch of {namespace}"):
+            self._ddb.update_item(
+                TableName=self._table,
+                Key=_epoch_key(namespace),
+                UpdateExpression="ADD n :one",
+                ExpressionAttributeValues={":one": {"N": "1"}},
+            )
 
 
 def _to_stored(item: Mapping[str, Any]) -> StoredItem:
@@ -117,3 +140,7 @@ def _to_stored(item: Mapping[str, Any]) -> StoredItem:
         doc=json.loads(item["doc"]["S"]),
         version=int(item["version"]["N"]),
     )
+
+
+def _epoch_key(namespace: str) -> dict[str, Any]:
+    return {"pk": {"S": f"epoch#{namespace}"}, "sk": {"S": "epoch"}}

@@ -134,19 +134,38 @@ def load_broker_config(
     )
 
 
+# With an epoch to check, an unchanged broker is still read again in full this often: a safety net
+# for a write whose epoch count failed after it (dynamodb_store.py).
+FULL_RELOAD_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class _Entry:
+    checked: float  # when the config was last known current (loaded, or its epoch unchanged)
+    loaded: float  # when it was last read in full
+    epoch: int | None  # the namespace's epoch read before that read
+    config: BrokerConfig | None
+
+
 class ConfigCache:
-    """Per-container cache of BrokerConfig (negative answers cached too)."""
+    """Per-container cache of BrokerConfig (negative answers cached too).
+
+    A config older than ``ttl`` is checked against the namespace's epoch, when one is given
+    (one small read), and read again in full only when the epoch moved, or every
+    FULL_RELOAD_SECONDS: a broker with hundreds of triggers is not read every ``ttl``."""
 
     def __init__(
         self,
         loader: Callable[[str, str], BrokerConfig | None],
         ttl: float,
         clock: Callable[[], float] = time.monotonic,
+        epoch: Callable[[str], int] | None = None,
     ) -> None:
         self._loader = loader
         self._ttl = ttl
         self._clock = clock
-        self._entries: dict[tuple[str, str], tuple[float, BrokerConfig | None]] = {}
+        self._epoch = epoch
+        self._entries: dict[tuple[str, str], _Entry] = {}
         self._loading: set[tuple[str, str]] = set()  # expired keys one thread is reloading
         self._lock = threading.Lock()
 
@@ -154,38 +173,49 @@ class ConfigCache:
         key = (namespace, broker)
         now = self._clock()
         entry = self._entries.get(key)
-        if entry is not None and now - entry[0] < self._ttl:
-            return entry[1]
+        if entry is not None and now - entry.checked < self._ttl:
+            return entry.config
         if entry is not None:
             # Expired: one thread reloads, the others keep the config they had meanwhile (a
             # broker with hundreds of triggers takes a while to read, and every concurrent
             # request reading it again would only queue behind the store).
             with self._lock:
                 if key in self._loading:
-                    return entry[1]
+                    return entry.config
                 self._loading.add(key)
         try:
-            config = self._loader(namespace, broker)
+            epoch = self._epoch(namespace) if self._epoch is not None else None
+            if (
+                entry is not None
+                and epoch is not None
+                and epoch == entry.epoch
+                and now - entry.loaded < FULL_RELOAD_SECONDS
+            ):
+                fresh = _Entry(self._clock(), entry.loaded, epoch, entry.config)
+            else:
+                config = self._loader(namespace, broker)
+                # Stamped after the load: a slow load is not stale on arrival (every request
+                # would reload).
+                stamped = self._clock()
+                fresh = _Entry(stamped, stamped, epoch, config)
         except UnavailableError:
             if entry is None:
                 raise
             # The store is unreachable (throttled, down): keep serving the last good config,
             # and try the store again a TTL later rather than on every request.
             with self._lock:
-                self._entries[key] = (self._clock(), entry[1])
-            return entry[1]
+                self._entries[key] = _Entry(self._clock(), entry.loaded, entry.epoch, entry.config)
+            return entry.config
         finally:
             if entry is not None:
                 with self._lock:
                     self._loading.discard(key)
-        # Stamped after the load: a slow load is not stale on arrival (every request would
-        # reload). Bounded: every valid broker name a client tries gets a (negative) entry.
-        stamped = self._clock()
+        # Bounded: every valid broker name a client tries gets a (negative) entry.
         with self._lock:
             if key not in self._entries and len(self._entries) >= MAX_ENTRIES:
                 self._entries.pop(next(iter(self._entries)))  # the oldest entry
-            self._entries[key] = (stamped, config)
-        return config
+            self._entries[key] = fresh
+        return fresh.config
 
     def invalidate(self, namespace: str | None = None, broker: str | None = None) -> None:
         with self._lock:

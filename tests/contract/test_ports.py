@@ -96,6 +96,26 @@ def test_store_keeps_any_json_shape(store: Any) -> None:
     assert store.get("trigger", ns, "t").doc == doc
 
 
+def test_store_epoch_advances_after_every_write_in_its_namespace_only(store: Any) -> None:
+    ns, other = _unique("ns"), _unique("ns")
+    assert store.epoch(ns) == 0
+    seen = [store.epoch(ns)]
+    first = store.put("broker", ns, "b", {"v": 1}, None)
+    seen.append(store.epoch(ns))
+    store.put("broker", ns, "b", {"v": 2}, first.version)
+    seen.append(store.epoch(ns))
+    store.put("token", ns, "t", {}, None)
+    seen.append(store.epoch(ns))
+    store.delete("broker", ns, "b")
+    seen.append(store.epoch(ns))
+    assert len(set(seen)) == len(seen), seen  # each write changed it
+    with pytest.raises(ConflictError):
+        store.put("token", ns, "t", {}, None)  # refused: nothing written
+    assert store.epoch(ns) == seen[-1]
+    assert store.epoch(other) == 0
+    assert [i.name for i in store.list("broker", ns)] == []  # the epoch is no item of any kind
+
+
 # ---- Queues ----------------------------------------------------------------------------------
 
 

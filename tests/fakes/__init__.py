@@ -28,8 +28,13 @@ REGION = "us-east-1"
 class MemoryStore:
     def __init__(self) -> None:
         self._items: dict[tuple[str, str, str], StoredItem] = {}
+        self._epochs: dict[str, int] = {}
         self._lock = threading.Lock()
         self.calls = 0
+
+    def epoch(self, namespace: str) -> int:
+        self.calls += 1
+        return self._epochs.get(namespace, 0)
 
     def get(self, kind: str, namespace: str, name: str) -> StoredItem | None:
         self.calls += 1
@@ -68,11 +73,14 @@ class MemoryStore:
 
             item = StoredItem(kind, namespace, name, json.loads(json.dumps(doc)), version)
             self._items[key] = item
+            self._epochs[namespace] = self._epochs.get(namespace, 0) + 1
             return item
 
     def delete(self, kind: str, namespace: str, name: str) -> bool:
         self.calls += 1
-        return self._items.pop((kind, namespace, name), None) is not None
+        with self._lock:
+            self._epochs[namespace] = self._epochs.get(namespace, 0) + 1
+            return self._items.pop((kind, namespace, name), None) is not None
 
 
 @dataclass(eq=False)  # identity: list.remove stays a pointer comparison

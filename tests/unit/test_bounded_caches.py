@@ -131,3 +131,58 @@ def test_an_expired_config_is_reloaded_by_one_thread_while_the_others_keep_it() 
     release.set()
     reloader.join(10)
     assert got == [new] and cache.get("ns", "b") is new
+
+
+class Epochs:
+    def __init__(self) -> None:
+        self.value = 0
+        self.reads = 0
+        self.fail = False
+
+    def __call__(self, namespace: str) -> int:
+        self.reads += 1
+        if self.fail:
+            raise UnavailableError("dynamodb: throttled")
+        return self.value
+
+
+def _epoch_cache() -> tuple[ConfigCache, Loader, Epochs, list[float]]:
+    now = [0.0]
+    loader, epochs = Loader(now), Epochs()
+    cache = ConfigCache(loader, ttl=5.0, clock=lambda: now[0], epoch=epochs)
+    return cache, loader, epochs, now
+
+
+def test_an_unchanged_epoch_keeps_the_config_without_reading_it_again() -> None:
+    cache, loader, epochs, now = _epoch_cache()
+    cache.get("ns", "b")
+    for _ in range(5):
+        now[0] += 6  # past the TTL each time: one epoch read, no full read
+        cache.get("ns", "b")
+    assert (loader.calls, epochs.reads) == (1, 6)
+    epochs.value += 1  # a write in the namespace
+    now[0] += 6
+    cache.get("ns", "b")
+    assert loader.calls == 2
+    now[0] += 1
+    cache.get("ns", "b")  # within the TTL: nothing read
+    assert (loader.calls, epochs.reads) == (2, 7)
+
+
+def test_an_unchanged_broker_is_still_read_in_full_every_minute() -> None:
+    cache, loader, _, now = _epoch_cache()
+    cache.get("ns", "b")
+    while now[0] < routing.FULL_RELOAD_SECONDS + 6:
+        now[0] += 6
+        cache.get("ns", "b")
+    assert loader.calls == 2
+
+
+def test_a_failed_epoch_read_serves_the_last_config() -> None:
+    cache, loader, epochs, now = _epoch_cache()
+    cache.get("ns", "b")
+    epochs.fail = True
+    now[0] += 6
+    assert cache.get("ns", "b") is None and loader.calls == 1
+    with pytest.raises(UnavailableError):
+        cache.get("ns", "never-seen")
