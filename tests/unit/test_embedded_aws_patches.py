@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from moto.sqs import models
@@ -79,3 +80,65 @@ def test_moto_behaviour_that_reads_attributes_is_unchanged(
     got = backend.get_queue_attributes("q", ["All"])
     assert got["VisibilityTimeout"] == 30 and "QueueArn" in got
     assert backend.get_queue_attributes("q", ["DelaySeconds"]) == {"DelaySeconds": 0}
+
+
+def _answers() -> list[Any]:
+    """DynamoDB and SQS answers through moto's serializer (in process), random parts left out."""
+    import boto3
+    from moto import mock_aws
+
+    with mock_aws():
+        ddb = boto3.client("dynamodb", region_name="us-east-1")
+        ddb.create_table(
+            TableName="t",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
+                       {"AttributeName": "sk", "KeyType": "RANGE"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
+                                  {"AttributeName": "sk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )  # fmt: skip
+        for i in range(3):
+            ddb.put_item(TableName="t", Item={
+                "pk": {"S": "p"}, "sk": {"S": f"s{i}"}, "n": {"N": str(i)}, "b": {"B": b"\x00"},
+                "ss": {"SS": ["a", "b"]}, "ns": {"NS": ["1", "2"]}, "bool": {"BOOL": True},
+                "null": {"NULL": True}, "l": {"L": [{"S": "x"}, {"M": {"k": {"N": "1"}}}]},
+            })  # fmt: skip
+        query = ddb.query(
+            TableName="t", KeyConditionExpression="pk = :p",
+            ExpressionAttributeValues={":p": {"S": "p"}}, ReturnConsumedCapacity="TOTAL",
+        )  # fmt: skip
+        table = ddb.describe_table(TableName="t")["Table"]
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        url = sqs.create_queue(QueueName="q", Attributes={"VisibilityTimeout": "7"})["QueueUrl"]
+        sqs.send_message(
+            QueueUrl=url, MessageBody="hi",
+            MessageAttributes={"a": {"DataType": "String", "StringValue": "v"},
+                               "n": {"DataType": "Number", "StringValue": "3"}},
+        )  # fmt: skip
+        got = sqs.receive_message(
+            QueueUrl=url, MessageAttributeNames=["All"], MessageSystemAttributeNames=["All"]
+        )["Messages"][0]
+        attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    return [
+        query["Items"], query["Count"], query["ConsumedCapacity"],
+        sorted(table["KeySchema"], key=str), table["AttributeDefinitions"], table["TableStatus"],
+        got["Body"], got["MessageAttributes"], sorted(got["Attributes"]),
+        {k: v for k, v in attrs.items() if "Timestamp" not in k},
+    ]  # fmt: skip
+
+
+def test_remembered_attribute_names_give_the_same_answers() -> None:
+    from moto.core import serialize
+
+    before = _answers()
+    saved = (
+        vars(serialize.AttributePicker)["get_possible_keys"],
+        vars(serialize.XFormedAttributePicker)["get_possible_keys"],
+    )
+    embedded_aws._remember_attribute_aliases()
+    try:
+        assert _answers() == before
+        assert _answers() == before  # answered from what was remembered
+    finally:
+        serialize.AttributePicker.get_possible_keys = saved[0]  # type: ignore[method-assign]
+        serialize.XFormedAttributePicker.get_possible_keys = saved[1]  # type: ignore[method-assign]
