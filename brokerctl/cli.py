@@ -51,8 +51,8 @@ def add_dev_parser(sub: Any) -> None:
     dev.add_argument(
         "--reconcile-interval",
         type=float,
-        default=float(os.environ.get("BROKER_RECONCILE_SECONDS", "30")),
-        help="seconds between reconciler runs (BROKER_RECONCILE_SECONDS)",
+        default=float(os.environ.get("BROKER_RECONCILE_SECONDS", "300")),
+        help="seconds between reconciler runs (BROKER_RECONCILE_SECONDS; deployed: 5 minutes)",
     )
     dev.add_argument("--cache-ttl", type=float, default=None, help="ingress cache TTL, seconds")
     dev.add_argument(

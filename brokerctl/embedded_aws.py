@@ -22,6 +22,8 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from brokerctl.processes import end_process
+
 READY_LINE = "embedded AWS endpoint ready"
 
 
@@ -356,12 +358,7 @@ class EmbeddedAws:
         process, self._process = self._process, None
         if process is None:
             return
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        end_process(process)
         if self._pump is not None:
             self._pump.join(timeout=5)  # it closes the pipe at its end
 

@@ -38,6 +38,7 @@ from typing import Any
 
 from brokerctl.event_sources import MappingSupervisor, list_mappings
 from brokerctl.lambda_context import LocalLambdaContext
+from brokerctl.processes import end_process
 from chalicelib.adapters.aws_clients import AwsClients
 
 Handler = Callable[[dict[str, Any], Any], Any]
@@ -91,12 +92,7 @@ class LocalKafka:
         process, self._process = self._process, None
         if process is None:
             return
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        end_process(process)
 
 
 def wait_for_kafka(
