@@ -11,9 +11,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from chalicelib.core import resources, tokens
-from chalicelib.core.errors import NotFoundError
+from chalicelib.core.errors import ConflictError, NotFoundError
 from chalicelib.ports import ResourceStore
 from chalicelib.services.routing import BROKER, TOKEN, ConfigCache
+
+# Tokens a broker may hold at once (rotation needs two; a hundred covers one per producer team).
+# Without a bound every create added to what each list, revoke-all and config load reads: a
+# client looping on create made each of those slower without end.
+MAX_TOKENS_PER_BROKER = 100
 
 
 class Tokens:
@@ -39,6 +44,12 @@ class Tokens:
 
     def create(self, namespace: str, broker: str) -> dict[str, Any]:
         uid = self._require_broker(namespace, broker)
+        held = sum(1 for t in self._store.list(TOKEN, namespace) if t.doc.get("broker") == broker)
+        if held >= MAX_TOKENS_PER_BROKER:
+            raise ConflictError(
+                f'broker "{namespace}/{broker}" holds {held} tokens, the most it may; '
+                "revoke one before creating another"
+            )
         secret = tokens.new_token()
         token_id = uuid.uuid4().hex[:12]
         created = self._clock().strftime("%Y-%m-%dT%H:%M:%SZ")

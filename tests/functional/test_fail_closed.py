@@ -19,8 +19,9 @@ from brokerctl.http_server import AppServer
 from chalicelib import container as container_module
 from chalicelib.config import ConfigurationError
 from chalicelib.container import use_container
-from chalicelib.core.errors import NotFoundError
+from chalicelib.core.errors import ConflictError, NotFoundError
 from chalicelib.core.names import RESERVED_NAMESPACES
+from chalicelib.services.tokens import MAX_TOKENS_PER_BROKER
 from tests.fakes import MemoryStore
 from tests.functional.harness import CP, Harness
 
@@ -201,3 +202,15 @@ def test_unreadable_content_length_is_refused(server: str, length: str, status: 
         sock.sendall(f"POST /ns/b HTTP/1.1\r\nHost: x\r\nContent-Length: {length}\r\n\r\n".encode())
         head = sock.recv(65536).decode()
     assert head.startswith(f"HTTP/1.1 {status} ") and PROBLEM in head
+
+
+def test_a_broker_holds_a_bounded_number_of_tokens(h: Harness) -> None:
+    h.broker(annotations={"serverless-broker/ingress-auth": "token"})
+    created = [
+        h.container.tokens.create("ns", "default")["id"] for _ in range(MAX_TOKENS_PER_BROKER)
+    ]
+    with pytest.raises(ConflictError, match="revoke one"):
+        h.container.tokens.create("ns", "default")
+    assert len(h.container.tokens.list("ns", "default")["items"]) == MAX_TOKENS_PER_BROKER
+    h.container.tokens.revoke("ns", "default", created[0])
+    assert h.container.tokens.create("ns", "default")["token"]  # room again
