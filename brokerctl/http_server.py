@@ -102,6 +102,18 @@ class _Server(ThreadingHTTPServer):
         self.log_line = log_line
 
 
+def _requests_per_thread(app: Any) -> None:
+    """Chalice keeps the request being handled on the app object (``app.current_request``), one
+    for the whole process: enough in Lambda, which runs one request at a time, but here a thread
+    per connection would read another thread's method, headers or body (a PUT answered as a GET;
+    an event stored twice and its neighbour never, both answered 202). As ``chalice local`` does,
+    the app's class gains Chalice's thread-local request."""
+    from chalice.local import LocalChalice
+
+    if not isinstance(app, LocalChalice):
+        app.__class__ = type("ThreadLocalChalice", (LocalChalice, type(app)), {})
+
+
 def chalice_dispatcher(
     app: Any, stage: str = "local"
 ) -> Callable[[str, str, dict[str, str], bytes], tuple[int, dict[str, str], bytes]]:
@@ -112,6 +124,7 @@ def chalice_dispatcher(
 
     from chalicelib.problems import PROBLEM_TYPE, no_route_problem
 
+    _requests_per_thread(app)
     gateway = LocalGateway(app, Config(chalice_stage=stage, config_from_disk={}))
     routes = RouteMatcher(list(app.routes))
     no_route = json.dumps(no_route_problem()).encode()
