@@ -37,8 +37,8 @@ class DevOptions:
 _print_lock = threading.Lock()
 # Listing every event source mapping costs the endpoint time in proportion to their number (1,000
 # with 500 triggers): re-read them at once when the control plane changes one (MAPPING_OPERATIONS),
-# and every half minute for changes made elsewhere.
-MAPPING_REFRESH_SECONDS = 30.0
+# and every two minutes for changes made elsewhere.
+MAPPING_REFRESH_SECONDS = 120.0
 MAPPING_OPERATIONS = (
     "CreateEventSourceMapping",
     "UpdateEventSourceMapping",

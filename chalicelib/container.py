@@ -29,7 +29,7 @@ from chalicelib.services.kafka_sources import KafkaSources
 from chalicelib.services.metrics import Metrics
 from chalicelib.services.provisioner import Provisioner
 from chalicelib.services.registry import Registry
-from chalicelib.services.routing import ConfigCache, load_broker_config
+from chalicelib.services.routing import ROUTING_KINDS, ConfigCache, load_broker_config
 from chalicelib.services.shared_sends import SharedSends
 from chalicelib.services.tokens import Tokens
 
@@ -48,7 +48,9 @@ class Container:
     def store(self) -> ResourceStore:
         from chalicelib.adapters.dynamodb_store import DynamoResourceStore
 
-        return DynamoResourceStore(self.clients, self.settings.table_name)
+        # Only what a broker's routes are read from moves a namespace's epoch (routing.py):
+        # the event-type samples written every minute would reload every broker's routes.
+        return DynamoResourceStore(self.clients, self.settings.table_name, ROUTING_KINDS)
 
     @cached_property
     def queues(self) -> Queues:

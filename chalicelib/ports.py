@@ -44,8 +44,9 @@ class ResourceStore(Protocol):
     def delete(self, kind: str, namespace: str, name: str) -> bool: ...
 
     def epoch(self, namespace: str) -> int:
-        """A counter that changes after every put or delete in ``namespace`` (0 before the
-        first): a cache of the namespace's items checks it instead of reading them again."""
+        """A counter that changes after every put or delete in ``namespace`` (of the kinds the
+        store counts; 0 before the first): a cache of the namespace's items checks it instead of
+        reading them again."""
         ...
 
 

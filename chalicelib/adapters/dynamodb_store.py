@@ -3,7 +3,8 @@
 Creates are conditional (attribute_not_exists); replaces are conditional on the stored version.
 Documents are stored as a JSON string attribute so that any JSON shape (floats, empty maps)
 survives. Each namespace has an epoch item (pk = "epoch#{namespace}", no ``kind``, so no listing
-sees it), counted up after every write in the namespace: caches check that one item instead of
+sees it), counted up after every write in the namespace (of the kinds the store is told to
+count): caches check that one item instead of
 reading the namespace again. Counted *after* the write, so a reader that saw the old epoch may
 have read the old items, and will see the new epoch next time.
 """
@@ -22,9 +23,12 @@ from chalicelib.ports import StoredItem
 
 
 class DynamoResourceStore:
-    def __init__(self, clients: AwsClients, table: str) -> None:
+    def __init__(
+        self, clients: AwsClients, table: str, counted_kinds: frozenset[str] | None = None
+    ) -> None:
         self._clients = clients
         self._table = table
+        self._counted = counted_kinds  # the kinds whose writes move the epoch (None: all)
 
     @property
     def _ddb(self) -> Any:
@@ -99,7 +103,7 @@ class DynamoResourceStore:
         except ConflictError as exc:
             what = "already exists" if expected_version is None else "was modified concurrently"
             raise ConflictError(f"{kind} {namespace}/{name} {what}") from exc
-        self._advance_epoch(namespace)
+        self._advance_epoch(kind, namespace)
         return StoredItem(kind, namespace, name, dict(doc), version)
 
     def delete(self, kind: str, namespace: str, name: str) -> bool:
@@ -109,7 +113,7 @@ class DynamoResourceStore:
                 Key={"pk": {"S": f"{kind}#{namespace}"}, "sk": {"S": name}},
                 ReturnValues="ALL_OLD",
             )
-        self._advance_epoch(namespace)
+        self._advance_epoch(kind, namespace)
         return "Attributes" in out
 
     def epoch(self, namespace: str) -> int:
@@ -119,7 +123,9 @@ class DynamoResourceStore:
             )
         return int(out.get("Item", {}).get("n", {}).get("N", "0"))
 
-    def _advance_epoch(self, namespace: str) -> None:
+    def _advance_epoch(self, kind: str, namespace: str) -> None:
+        if self._counted is not None and kind not in self._counted:
+            return
         # After the write: if this fails the caller sees the error (its write is stored; a retry
         # rewrites it and counts again), and caches reread everything at least once a minute.
         with translated(f"epoch of {namespace}"):

@@ -30,6 +30,8 @@ from chalicelib.ports import ResourceStore
 BROKER = "broker"
 TRIGGER = "trigger"
 TOKEN = "token"
+# What load_broker_config reads: the kinds whose writes must reach the ConfigCache's epoch.
+ROUTING_KINDS = frozenset({BROKER, TRIGGER, TOKEN})
 MAX_ENTRIES = 10_000  # brokers per container's cache; names are ≤ 63 characters each
 
 

@@ -263,3 +263,25 @@ def test_archive_accepts_batches(request: pytest.FixtureRequest) -> None:
         s3.get_object(Bucket=settings.archive_bucket, Key=k)["Body"].read() for k in keys
     )
     assert all(r in bodies for r in records)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_store_counting_some_kinds_keeps_the_epoch_for_the_others(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    kinds = frozenset({"broker"})
+    if backend == "memory":
+        store: Any = MemoryStore(kinds)
+    else:
+        from brokerctl.bootstrap import bootstrap
+        from chalicelib.adapters.dynamodb_store import DynamoResourceStore
+
+        settings = request.getfixturevalue("aws_settings")
+        clients = request.getfixturevalue("aws_clients")
+        bootstrap(settings, clients, say=lambda line: None)
+        store = DynamoResourceStore(clients, settings.table_name, kinds)
+    ns = _unique("ns")
+    store.put("sample", ns, "s", {}, None)
+    assert store.epoch(ns) == 0
+    store.put("broker", ns, "b", {}, None)
+    assert store.epoch(ns) == 1

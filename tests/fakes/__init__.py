@@ -26,9 +26,10 @@ REGION = "us-east-1"
 
 
 class MemoryStore:
-    def __init__(self) -> None:
+    def __init__(self, counted_kinds: frozenset[str] | None = None) -> None:
         self._items: dict[tuple[str, str, str], StoredItem] = {}
         self._epochs: dict[str, int] = {}
+        self._counted = counted_kinds
         self._lock = threading.Lock()
         self.calls = 0
 
@@ -73,13 +74,17 @@ class MemoryStore:
 
             item = StoredItem(kind, namespace, name, json.loads(json.dumps(doc)), version)
             self._items[key] = item
-            self._epochs[namespace] = self._epochs.get(namespace, 0) + 1
+            self._count(kind, namespace)
             return item
+
+    def _count(self, kind: str, namespace: str) -> None:
+        if self._counted is None or kind in self._counted:
+            self._epochs[namespace] = self._epochs.get(namespace, 0) + 1
 
     def delete(self, kind: str, namespace: str, name: str) -> bool:
         self.calls += 1
         with self._lock:
-            self._epochs[namespace] = self._epochs.get(namespace, 0) + 1
+            self._count(kind, namespace)
             return self._items.pop((kind, namespace, name), None) is not None
 
 
