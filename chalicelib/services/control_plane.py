@@ -10,11 +10,12 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from chalicelib.config import Settings
 from chalicelib.core import conditions, reconcile, resources
+from chalicelib.core.clock import utcnow
 from chalicelib.core.errors import BrokerError, ConflictError, NotFoundError
 from chalicelib.core.resources import Broker, Trigger
 from chalicelib.ports import Queues, ResourceStore, StoredItem
@@ -25,10 +26,6 @@ from chalicelib.services.tokens import Tokens
 log = logging.getLogger("broker.control_plane")
 
 API_VERSION = "eventing.knative.dev/v1"
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 def _iso(moment: datetime | None) -> str | None:

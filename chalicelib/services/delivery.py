@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -22,6 +22,7 @@ from aws_lambda_powertools.utilities.batch import (
 )
 
 from chalicelib.core import archive, codec, delivery_policy
+from chalicelib.core.clock import utcnow
 from chalicelib.core.errors import UnavailableError, ValidationError
 from chalicelib.core.event import CloudEvent
 from chalicelib.core.kafka_binding import encode_binary_record, encode_structured_record
@@ -61,10 +62,6 @@ class RetryLaterError(Exception):
 
 class NoDeadLetterSinkError(RetryLaterError):
     """The dead-letter function got an event of a trigger without a sink: it stays in the DLQ."""
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 def _queue_of(record: Mapping[str, Any]) -> str:

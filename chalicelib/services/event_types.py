@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from chalicelib.core.archive import rfc3339
+from chalicelib.core.clock import utcnow
 from chalicelib.core.errors import BrokerError, ConflictError, NotFoundError
 from chalicelib.core.event import CloudEvent
 from chalicelib.core.registry import ObservedType
@@ -34,10 +35,6 @@ METRICS_FILE = "event_types.json"
 QUIET_FLUSH_FACTOR = 10
 
 Key = tuple[str, str, str]  # type, source, datacontenttype ("" when absent)
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass

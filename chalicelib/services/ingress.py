@@ -8,9 +8,10 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
 from chalicelib.core import archive, codec, names, tokens
+from chalicelib.core.clock import utcnow
 from chalicelib.core.codec_json import dumps_utf8
 from chalicelib.core.errors import (
     BrokerError,
@@ -48,10 +49,6 @@ class HttpResult:
 
 class TtlExceededError(ValidationError):
     title = "Event TTL exceeded"
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 class Ingress:

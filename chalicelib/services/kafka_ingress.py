@@ -19,11 +19,12 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from chalicelib.core import archive, codec
 from chalicelib.core import kafka_source as ks
+from chalicelib.core.clock import utcnow
 from chalicelib.core.errors import (
     BrokerError,
     PayloadTooLargeError,
@@ -43,10 +44,6 @@ from chalicelib.services.routing import BrokerConfig, ConfigCache
 log = logging.getLogger("broker.kafka_ingress")
 
 SOURCE_KIND = "kafkasource"
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass(frozen=True)

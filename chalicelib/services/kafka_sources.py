@@ -14,12 +14,13 @@ import json
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from chalicelib.config import Settings
 from chalicelib.core import kafka_source as ks
 from chalicelib.core import limits
+from chalicelib.core.clock import utcnow
 from chalicelib.core.errors import (
     BrokerError,
     ConflictError,
@@ -38,10 +39,6 @@ PEEK_VISIBILITY = 30
 MAX_LIST = 1000
 FAILURE_QUEUE_ATTRIBUTES = {"MessageRetentionPeriod": str(RETENTION_SECONDS)}
 KafkaAction = ks.KafkaAction
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 class KafkaSources:

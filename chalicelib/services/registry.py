@@ -11,13 +11,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from chalicelib.config import APP_NAME, Settings
 from chalicelib.core import registry as reg
 from chalicelib.core import registry_writes as writes
 from chalicelib.core.archive import rfc3339
+from chalicelib.core.clock import utcnow
 from chalicelib.core.errors import ConflictError, NotFoundError, Problem, ValidationError
 from chalicelib.core.registry_model import model
 from chalicelib.core.registry_validation import GENERATED_PREFIX, parse_endpoint
@@ -52,10 +53,6 @@ USER = "endpoints"
 STAMPS = "stamps"
 ROOT_STAMP = "/"
 STAMP_ATTEMPTS = 3
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 class Registry:

@@ -7,10 +7,11 @@ from __future__ import annotations
 import builtins
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from chalicelib.core import resources, tokens
+from chalicelib.core.clock import utcnow
 from chalicelib.core.errors import ConflictError, NotFoundError
 from chalicelib.ports import ResourceStore
 from chalicelib.services.routing import BROKER, TOKEN, ConfigCache
@@ -26,7 +27,7 @@ class Tokens:
         self,
         store: ResourceStore,
         cache: ConfigCache,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self._store = store
         self._cache = cache
