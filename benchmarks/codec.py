@@ -2,7 +2,7 @@
 
 For binary and structured mode, 1 KiB and 64 KiB events with JSON data, it measures decode
 (+ validate) of the same (headers, body) and encode of the decoded event, for:
-  ours   chalicelib.core.codec.decode_http / encode_binary / encode_structured
+  ours   chalicelib.core.cloudevents.codec.decode_http / encode_binary / encode_structured
   sdk2   cloudevents.core.bindings.http.from_http / to_binary / to_structured (JSONFormat)
   sdk1   cloudevents.v1.http.from_http / to_binary / to_structured
   floor  json.loads of the structured body
@@ -29,8 +29,9 @@ from cloudevents.core.formats.json import JSONFormat
 from cloudevents.v1 import http as sdk1
 
 from benchmarks._result import print_table, write_result
-from chalicelib.core import codec, codec_json
-from chalicelib.core.codec_json import JSON_ACCELERATOR
+from chalicelib.core.cloudevents import codec
+from chalicelib.core.cloudevents import json_format as codec_json
+from chalicelib.core.cloudevents.json_format import JSON_ACCELERATOR
 
 BUDGET_S = 0.04  # seconds per timed run
 

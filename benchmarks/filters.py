@@ -24,9 +24,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._result import print_table, write_result
-from chalicelib.core.event import CloudEvent
-from chalicelib.core.filter_index import TriggerIndex
-from chalicelib.core.filters import Filter, build_filter
+from chalicelib.core.cloudevents.event import CloudEvent
+from chalicelib.core.filtering.filter_index import TriggerIndex
+from chalicelib.core.filtering.filters import Filter, build_filter
 
 SIZES = (10, 1_000, 10_000)
 BUDGET_S = 0.3  # per measurement; best of 5 (robust to a busy machine)

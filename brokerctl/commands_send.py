@@ -15,7 +15,7 @@ from urllib.parse import quote
 from brokerctl import output
 from brokerctl.client import BrokerClient, UsageError
 from brokerctl.commands_common import command, connection_options, key_value, show
-from chalicelib.core.codec_percent import encode_header_value
+from chalicelib.core.cloudevents.percent_encoding import encode_header_value
 
 # Attributes with their own flags; an --extension may not shadow them.
 _OWN_FLAGS = {"specversion", "id", "source", "type", "datacontenttype", "data", "data_base64"}

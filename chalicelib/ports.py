@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
-from chalicelib.core.kafka_binding import KafkaRecord
-from chalicelib.core.kafka_source import KafkaMappingInfo, KafkaMappingSpec
+from chalicelib.core.cloudevents.kafka_binding import KafkaRecord
+from chalicelib.core.resources.kafka_source import KafkaMappingInfo, KafkaMappingSpec
 
 
 @dataclass(frozen=True)

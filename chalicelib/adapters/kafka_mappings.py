@@ -10,7 +10,7 @@ from typing import Any
 
 from chalicelib.adapters.aws_clients import AwsClients
 from chalicelib.adapters.aws_errors import translated
-from chalicelib.core.kafka_source import KafkaMappingInfo, KafkaMappingSpec
+from chalicelib.core.resources.kafka_source import KafkaMappingInfo, KafkaMappingSpec
 
 _ENABLED = {"Enabled", "Enabling", "Creating", "Updating"}
 

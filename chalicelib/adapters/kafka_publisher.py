@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from chalicelib.adapters.addresses import refusal
-from chalicelib.core.kafka_binding import KafkaRecord
+from chalicelib.core.cloudevents.kafka_binding import KafkaRecord
 from chalicelib.ports import PublishResult
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from chalicelib.core.codec_json import dumps_utf8
+from chalicelib.core.cloudevents.json_format import dumps_utf8
 
 SCHEMA_VERSION: Final = 1
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from chalicelib.core.names import dlq_name, is_owned_queue, queue_name
-from chalicelib.core.resources import (
+from chalicelib.core.resources.eventing import (
     CRASH_RECEIVE_MARGIN,
     SQS_MAX_RECEIVE_COUNT,
     Broker,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
-from chalicelib.core.event import CloudEvent
-from chalicelib.core.message import (
+from chalicelib.core.cloudevents.event import CloudEvent
+from chalicelib.core.cloudevents.sqs_message import (
     ClaimCheck,
     QueuedEvent,
     decode_event_blob,

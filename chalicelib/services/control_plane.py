@@ -14,10 +14,12 @@ from datetime import datetime
 from typing import Any
 
 from chalicelib.config import Settings
-from chalicelib.core import conditions, reconcile, resources
+from chalicelib.core import reconcile
 from chalicelib.core.clock import utcnow
 from chalicelib.core.errors import BrokerError, ConflictError, NotFoundError
-from chalicelib.core.resources import Broker, Trigger
+from chalicelib.core.resources import conditions
+from chalicelib.core.resources import eventing as resources
+from chalicelib.core.resources.eventing import Broker, Trigger
 from chalicelib.ports import Queues, ResourceStore, StoredItem
 from chalicelib.services.provisioner import Provisioner
 from chalicelib.services.routing import BROKER, TRIGGER, ConfigCache

@@ -8,9 +8,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from chalicelib.core import codec, names
+from chalicelib.core import names
+from chalicelib.core.cloudevents import codec
+from chalicelib.core.cloudevents.sqs_message import decode_message
 from chalicelib.core.errors import NotFoundError, Problem, ValidationError
-from chalicelib.core.message import decode_message
 from chalicelib.ports import OutgoingMessage, Queues, ReceivedMessage
 from chalicelib.services.claims import Claims
 

@@ -21,14 +21,16 @@ from aws_lambda_powertools.utilities.batch import (
     process_partial_response,
 )
 
-from chalicelib.core import archive, codec, delivery_policy
+from chalicelib.core import archive
 from chalicelib.core.clock import utcnow
+from chalicelib.core.cloudevents import codec
+from chalicelib.core.cloudevents.event import CloudEvent
+from chalicelib.core.cloudevents.kafka_binding import encode_binary_record, encode_structured_record
+from chalicelib.core.cloudevents.sqs_message import QueuedEvent, decode_message
+from chalicelib.core.delivery import policy as delivery_policy
+from chalicelib.core.delivery.pacing import Pacer
 from chalicelib.core.errors import UnavailableError, ValidationError
-from chalicelib.core.event import CloudEvent
-from chalicelib.core.kafka_binding import encode_binary_record, encode_structured_record
-from chalicelib.core.message import QueuedEvent, decode_message
-from chalicelib.core.pacing import Pacer
-from chalicelib.core.resources import kafka_target
+from chalicelib.core.resources.eventing import kafka_target
 from chalicelib.ports import (
     Archive,
     HttpResponse,
@@ -230,7 +232,7 @@ class Delivery:
 
     def _send_all(self, jobs: list[_Job]) -> None:
         """Send every job's request, with as many in flight as the subscriber's answer time pays
-        for (``core/pacing.py``): one after the other for a subscriber that answers faster than
+        for (``core/delivery/pacing.py``): one after the other for a subscriber that answers faster than
         our own work on a request, up to ``pool_size`` at once for a slow one."""
         queue = jobs[0].queue
         start = 0

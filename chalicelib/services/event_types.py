@@ -23,9 +23,9 @@ from typing import Any
 
 from chalicelib.core.archive import rfc3339
 from chalicelib.core.clock import utcnow
+from chalicelib.core.cloudevents.event import CloudEvent
 from chalicelib.core.errors import BrokerError, ConflictError, NotFoundError
-from chalicelib.core.event import CloudEvent
-from chalicelib.core.registry import ObservedType
+from chalicelib.core.registry.entities import ObservedType
 from chalicelib.ports import Blobs, ResourceStore
 
 log = logging.getLogger("broker.registry")

@@ -10,9 +10,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from chalicelib.core import archive, codec, names, tokens
+from chalicelib.core import archive, names, tokens
 from chalicelib.core.clock import utcnow
-from chalicelib.core.codec_json import dumps_utf8
+from chalicelib.core.cloudevents import codec
+from chalicelib.core.cloudevents.event import CloudEvent
+from chalicelib.core.cloudevents.json_format import dumps_utf8
+from chalicelib.core.cloudevents.sqs_message import ClaimCheck, passthrough_headers
 from chalicelib.core.errors import (
     BrokerError,
     MethodNotAllowedError,
@@ -23,9 +26,7 @@ from chalicelib.core.errors import (
     UnavailableError,
     ValidationError,
 )
-from chalicelib.core.event import CloudEvent
-from chalicelib.core.message import ClaimCheck, passthrough_headers
-from chalicelib.core.resources import DEFAULT_MAX_EVENT_BYTES
+from chalicelib.core.resources.eventing import DEFAULT_MAX_EVENT_BYTES
 from chalicelib.ports import Archive, OutgoingMessage, QueueSender
 from chalicelib.problems import PROBLEM_TYPE, problem_of, status_of
 from chalicelib.services.archiver import Archiver

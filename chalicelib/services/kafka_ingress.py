@@ -22,9 +22,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from chalicelib.core import archive, codec
-from chalicelib.core import kafka_source as ks
+from chalicelib.core import archive
 from chalicelib.core.clock import utcnow
+from chalicelib.core.cloudevents import codec
+from chalicelib.core.cloudevents.event import CloudEvent
+from chalicelib.core.cloudevents.kafka_binding import KafkaRecord, decode_record
+from chalicelib.core.cloudevents.sqs_message import passthrough_headers
 from chalicelib.core.errors import (
     BrokerError,
     PayloadTooLargeError,
@@ -32,9 +35,7 @@ from chalicelib.core.errors import (
     UnavailableError,
     ValidationError,
 )
-from chalicelib.core.event import CloudEvent
-from chalicelib.core.kafka_binding import KafkaRecord, decode_record
-from chalicelib.core.message import passthrough_headers
+from chalicelib.core.resources import kafka_source as ks
 from chalicelib.ports import Archive, Blobs, OutgoingMessage, Queues, ResourceStore
 from chalicelib.services.claims import INLINE_LIMIT
 from chalicelib.services.ingress import Ingress, TtlExceededError

@@ -18,7 +18,6 @@ from datetime import datetime
 from typing import Any
 
 from chalicelib.config import Settings
-from chalicelib.core import kafka_source as ks
 from chalicelib.core import limits
 from chalicelib.core.clock import utcnow
 from chalicelib.core.errors import (
@@ -27,7 +26,8 @@ from chalicelib.core.errors import (
     NotFoundError,
 )
 from chalicelib.core.reconcile import RETENTION_SECONDS
-from chalicelib.core.resources import ingress_url
+from chalicelib.core.resources import kafka_source as ks
+from chalicelib.core.resources.eventing import ingress_url
 from chalicelib.ports import KafkaMappings, Queues, ReceivedMessage, ResourceStore, StoredItem
 from chalicelib.services.routing import BROKER
 

@@ -15,14 +15,14 @@ from datetime import datetime
 from typing import Any
 
 from chalicelib.config import APP_NAME, Settings
-from chalicelib.core import registry as reg
-from chalicelib.core import registry_writes as writes
 from chalicelib.core.archive import rfc3339
 from chalicelib.core.clock import utcnow
 from chalicelib.core.errors import ConflictError, NotFoundError, Problem, ValidationError
-from chalicelib.core.registry_model import model
-from chalicelib.core.registry_validation import GENERATED_PREFIX, parse_endpoint
-from chalicelib.core.registry_view import (
+from chalicelib.core.registry import entities as reg
+from chalicelib.core.registry import writes
+from chalicelib.core.registry.model import model
+from chalicelib.core.registry.validation import GENERATED_PREFIX, parse_endpoint
+from chalicelib.core.registry.view import (
     Entity,
     Inline,
     MessageEntity,
@@ -41,7 +41,7 @@ from chalicelib.core.registry_view import (
     render_versions,
     stored_entity,
 )
-from chalicelib.core.resources import Broker, broker_from_item, trigger_from_item
+from chalicelib.core.resources.eventing import Broker, broker_from_item, trigger_from_item
 from chalicelib.ports import ResourceStore, StoredItem
 from chalicelib.services.event_types import SAMPLE_KIND, sample_types
 from chalicelib.services.routing import BROKER, TRIGGER

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 from chalicelib.core import names
 from chalicelib.core.errors import UnavailableError
-from chalicelib.core.filter_index import TriggerIndex
-from chalicelib.core.filters import Filter, build_filter
-from chalicelib.core.resources import (
+from chalicelib.core.filtering.filter_index import TriggerIndex
+from chalicelib.core.filtering.filters import Filter, build_filter
+from chalicelib.core.resources.eventing import (
     Broker,
     DeliverySpec,
     Trigger,

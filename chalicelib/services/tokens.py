@@ -10,9 +10,10 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from chalicelib.core import resources, tokens
+from chalicelib.core import tokens
 from chalicelib.core.clock import utcnow
 from chalicelib.core.errors import ConflictError, NotFoundError
+from chalicelib.core.resources import eventing as resources
 from chalicelib.ports import ResourceStore
 from chalicelib.services.routing import BROKER, TOKEN, ConfigCache
 

@@ -17,9 +17,9 @@ import pytest
 
 from brokerctl.embedded_aws import free_port
 from brokerctl.kafka_local import LocalKafka, allow_kafka_mappings_in_moto
+from chalicelib.core.cloudevents.kafka_binding import KafkaRecord
 from chalicelib.core.errors import NotFoundError
-from chalicelib.core.kafka_binding import KafkaRecord
-from chalicelib.core.kafka_source import KafkaMappingSpec
+from chalicelib.core.resources.kafka_source import KafkaMappingSpec
 from tests.fakes import MemoryKafkaMappings, RecordingPublisher
 
 # kafka-python 3.0 imports its protocol schemas with a deprecated importlib.resources call.

@@ -18,8 +18,8 @@ import pytest
 from brokerctl.embedded_aws import free_port
 from brokerctl.event_display import EventDisplay
 from brokerctl.kafka_local import LocalKafka
-from chalicelib.core import codec
-from chalicelib.core.kafka_binding import KafkaRecord, decode_record
+from chalicelib.core.cloudevents import codec
+from chalicelib.core.cloudevents.kafka_binding import KafkaRecord, decode_record
 from tests.e2e.conftest import LocalBroker, start_local_broker, stop_local_broker, wait_until
 
 pytestmark = [

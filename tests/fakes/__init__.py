@@ -380,7 +380,7 @@ class MemoryKafkaMappings:
         return sorted(found, key=lambda m: (m.spec.cluster_id, m.spec.topic, m.uuid))
 
     def create(self, spec: Any, enabled: bool) -> Any:
-        from chalicelib.core.kafka_source import KafkaMappingInfo
+        from chalicelib.core.resources.kafka_source import KafkaMappingInfo
 
         for m in self.mappings.values():
             same_group = (m.spec.cluster_id, m.spec.consumer_group)

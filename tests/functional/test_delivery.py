@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from chalicelib.core.pacing import Pacer
+from chalicelib.core.delivery.pacing import Pacer
 from chalicelib.ports import HttpResponse
 from chalicelib.services.delivery import Delivery
 from tests.functional.harness import Harness
@@ -223,7 +223,7 @@ def test_deleted_trigger_drops_its_pending_events() -> None:
     assert received  # they were in flight; delivery drops them on purpose (Knative allows it)
 
 
-# ---- deliveries in flight (core/pacing.py) ---------------------------------------------------
+# ---- deliveries in flight (core/delivery/pacing.py) ---------------------------------------------------
 
 
 class InFlight:

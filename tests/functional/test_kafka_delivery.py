@@ -9,8 +9,8 @@ import json
 
 import pytest
 
+from chalicelib.core.cloudevents.kafka_binding import decode_record
 from chalicelib.core.errors import ValidationError
-from chalicelib.core.kafka_binding import decode_record
 from chalicelib.ports import HttpResponse
 from tests.fakes import RecordingPublisher
 from tests.functional.harness import Harness

@@ -13,8 +13,8 @@ import pytest
 
 from app import kafka_ingress
 from chalicelib.container import use_container
-from chalicelib.core import kafka_source as ks
 from chalicelib.core.errors import UnavailableError
+from chalicelib.core.resources import kafka_source as ks
 from chalicelib.ports import HttpResponse
 from tests.fakes import MemoryKafkaMappings
 from tests.functional.harness import Harness

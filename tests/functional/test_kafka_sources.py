@@ -13,7 +13,7 @@ from chalice.test import Client
 from app import app, reconciler
 from brokerctl.dev import scheduled_event
 from chalicelib.container import use_container
-from chalicelib.core import kafka_source as ks
+from chalicelib.core.resources import kafka_source as ks
 from chalicelib.ports import HttpResponse, OutgoingMessage
 from tests.fakes import MemoryKafkaMappings
 from tests.functional.harness import Harness

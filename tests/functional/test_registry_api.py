@@ -14,7 +14,7 @@ from chalice.test import Client
 
 from app import app
 from chalicelib.container import use_container
-from chalicelib.core.resources import DEFAULT_MAX_EVENT_BYTES
+from chalicelib.core.resources.eventing import DEFAULT_MAX_EVENT_BYTES
 from chalicelib.services.event_types import EventTypeSample, MetricsEventTypes, metrics_fetcher
 from chalicelib.services.registry import Registry
 from tests.functional.harness import Harness

@@ -9,7 +9,8 @@ from collections.abc import Callable
 
 import pytest
 
-from chalicelib.core import codec_json, codec_validation
+from chalicelib.core.cloudevents import context_attributes as codec_validation
+from chalicelib.core.cloudevents import json_format as codec_json
 from chalicelib.core.errors import UnavailableError
 from chalicelib.core.limits import MAX_CACHED_KEY_CHARS
 from chalicelib.services import routing
@@ -86,7 +87,7 @@ def test_the_config_cache_is_bounded() -> None:
 
 
 def test_filters_are_compiled_once_per_trigger_generation() -> None:
-    from chalicelib.core.resources import trigger_from_item
+    from chalicelib.core.resources.eventing import trigger_from_item
     from tests.functional.harness import Harness
 
     h = Harness()

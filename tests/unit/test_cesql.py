@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chalicelib.core.cesql import CesqlParseError, evaluate, parse
-from chalicelib.core.cesql.nodes import LikeMatcher
-from chalicelib.core.event import CloudEvent
+from chalicelib.core.cloudevents.event import CloudEvent
+from chalicelib.core.filtering.cesql import CesqlParseError, evaluate, parse
+from chalicelib.core.filtering.cesql.nodes import LikeMatcher
 
 EVENT = CloudEvent(
     {

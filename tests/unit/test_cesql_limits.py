@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from chalicelib.core import cesql
-from chalicelib.core.cesql import parser
+from chalicelib.core.cloudevents.event import CloudEvent
 from chalicelib.core.errors import ValidationError
-from chalicelib.core.event import CloudEvent
-from chalicelib.core.filters import build_filter
+from chalicelib.core.filtering import cesql
+from chalicelib.core.filtering.cesql import parser
+from chalicelib.core.filtering.filters import build_filter
 
 MiB = 1024 * 1024
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from chalicelib.core.cesql import CesqlParseError, evaluate, parse
-from chalicelib.core.event import CloudEvent
+from chalicelib.core.cloudevents.event import CloudEvent
+from chalicelib.core.filtering.cesql import CesqlParseError, evaluate, parse
 from tests.shared_specs import require
 
 # CI checks out ../shared beside the repo.

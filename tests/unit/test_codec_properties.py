@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chalicelib.core.codec import (
+from chalicelib.core.cloudevents.codec import (
     decode_http,
     decode_response,
     encode_batch,
@@ -21,20 +21,20 @@ from chalicelib.core.codec import (
     to_json,
     validate,
 )
-from chalicelib.core.codec_json import (
+from chalicelib.core.cloudevents.event import CloudEvent, MapValue
+from chalicelib.core.cloudevents.json_format import (
     dumps_utf8,
     dumps_utf8_stdlib,
     parse_json,
     parse_json_stdlib,
 )
-from chalicelib.core.errors import PayloadTooLargeError, ValidationError
-from chalicelib.core.event import CloudEvent, MapValue
-from chalicelib.core.kafka_binding import (
+from chalicelib.core.cloudevents.kafka_binding import (
     KafkaRecord,
     decode_record,
     encode_binary_record,
     encode_structured_record,
 )
+from chalicelib.core.errors import PayloadTooLargeError, ValidationError
 
 ROUND_TRIP = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FUZZ = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -30,9 +30,9 @@ from dateutil.parser import isoparse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chalicelib.core.codec import decode_http, encode_binary, encode_structured
+from chalicelib.core.cloudevents.codec import decode_http, encode_binary, encode_structured
+from chalicelib.core.cloudevents.event import CloudEvent
 from chalicelib.core.errors import ValidationError
-from chalicelib.core.event import CloudEvent
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")

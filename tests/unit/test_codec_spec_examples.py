@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from chalicelib.core.codec import (
+from chalicelib.core.cloudevents.codec import (
     decode_http,
     encode_binary,
     encode_structured,
@@ -21,9 +21,9 @@ from chalicelib.core.codec import (
     to_json,
     validate,
 )
-from chalicelib.core.codec_percent import decode_header_value, encode_header_value
+from chalicelib.core.cloudevents.event import ABSENT, CloudEvent, MapValue
+from chalicelib.core.cloudevents.percent_encoding import decode_header_value, encode_header_value
 from chalicelib.core.errors import ValidationError
-from chalicelib.core.event import ABSENT, CloudEvent, MapValue
 
 STRUCTURED = {"content-type": "application/cloudevents+json; charset=utf-8"}
 BATCH = {"content-type": "application/cloudevents-batch+json; charset=utf-8"}

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from chalicelib.core.codec import (
+from chalicelib.core.cloudevents.codec import (
     Limits,
     decode_http,
     decode_response,
@@ -15,15 +15,15 @@ from chalicelib.core.codec import (
     from_json,
     validate,
 )
-from chalicelib.core.codec_validation import (
+from chalicelib.core.cloudevents.context_attributes import (
     is_absolute_uri,
     is_media_type,
     is_rfc3339,
     is_uri_reference,
     is_valid_string,
 )
+from chalicelib.core.cloudevents.event import CloudEvent, MapValue
 from chalicelib.core.errors import PayloadTooLargeError, ValidationError
-from chalicelib.core.event import CloudEvent, MapValue
 
 STRUCTURED = {"content-type": "application/cloudevents+json"}
 BATCH = {"content-type": "application/cloudevents-batch+json"}

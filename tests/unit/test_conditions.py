@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from chalicelib.core.conditions import (
+from chalicelib.core.resources.conditions import (
     BROKER_CONDITIONS,
     FALSE,
     READY,
@@ -16,8 +16,8 @@ from chalicelib.core.conditions import (
     broker_status,
     trigger_status,
 )
-from chalicelib.core.durations import Duration
-from chalicelib.core.resources import DeliverySpec, parse_broker, parse_trigger
+from chalicelib.core.resources.durations import Duration
+from chalicelib.core.resources.eventing import DeliverySpec, parse_broker, parse_trigger
 
 T0 = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
 T0_TEXT = "2026-05-01T12:00:00Z"

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chalicelib.core.delivery_policy import (
+from chalicelib.core.delivery.policy import (
     MAX_BACKOFF_SECONDS,
     Outcome,
     backoff_seconds,
@@ -17,8 +17,8 @@ from chalicelib.core.delivery_policy import (
     should_dead_letter,
     visibility_timeout_for,
 )
-from chalicelib.core.durations import Duration
-from chalicelib.core.resources import DeliverySpec
+from chalicelib.core.resources.durations import Duration
+from chalicelib.core.resources.eventing import DeliverySpec
 
 NOW = datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC)
 

@@ -4,7 +4,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chalicelib.core.durations import Duration, DurationError, format_duration, parse_duration
+from chalicelib.core.resources.durations import (
+    Duration,
+    DurationError,
+    format_duration,
+    parse_duration,
+)
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chalicelib.core.event import CloudEvent
-from chalicelib.core.filter_index import TriggerIndex
-from chalicelib.core.filters import Filter, Hints, build_filter, index_hints
+from chalicelib.core.cloudevents.event import CloudEvent
+from chalicelib.core.filtering.filter_index import TriggerIndex
+from chalicelib.core.filtering.filters import Filter, Hints, build_filter, index_hints
 
 
 def event(**attributes: Any) -> CloudEvent:

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from chalicelib.core import cesql
+from chalicelib.core.cloudevents.event import CloudEvent
 from chalicelib.core.errors import Problem, ValidationError
-from chalicelib.core.event import CloudEvent
-from chalicelib.core.filters import (
+from chalicelib.core.filtering import cesql
+from chalicelib.core.filtering.filters import (
     AllFilter,
     AnyFilter,
     AttributesFilter,

@@ -150,7 +150,7 @@ def test_repeated_answer_fields_read_as_one_joined_value() -> None:
 
 def test_kafka_subscribers_get_the_same_guard() -> None:
     from chalicelib.adapters.kafka_publisher import KafkaProducerPublisher
-    from chalicelib.core.kafka_binding import KafkaRecord
+    from chalicelib.core.cloudevents.kafka_binding import KafkaRecord
 
     record = KafkaRecord(key=None, value=b"x", headers=())
     for servers in (

@@ -6,15 +6,15 @@ import json
 
 import pytest
 
-from chalicelib.core.codec import Limits
-from chalicelib.core.errors import PayloadTooLargeError, ValidationError
-from chalicelib.core.event import CloudEvent
-from chalicelib.core.kafka_binding import (
+from chalicelib.core.cloudevents.codec import Limits
+from chalicelib.core.cloudevents.event import CloudEvent
+from chalicelib.core.cloudevents.kafka_binding import (
     KafkaRecord,
     decode_record,
     encode_binary_record,
     encode_structured_record,
 )
+from chalicelib.core.errors import PayloadTooLargeError, ValidationError
 
 # §3.2.5, with the header values as plain text (the quotes in the text are notation).
 BINARY_EXAMPLE = KafkaRecord(

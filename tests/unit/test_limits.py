@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from chalicelib.core import delivery_policy, limits
+from chalicelib.core import limits
+from chalicelib.core.delivery import policy as delivery_policy
 from chalicelib.core.errors import ValidationError
 
 

@@ -7,9 +7,8 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from chalicelib.core.errors import ValidationError
-from chalicelib.core.event import CloudEvent
-from chalicelib.core.message import (
+from chalicelib.core.cloudevents.event import CloudEvent
+from chalicelib.core.cloudevents.sqs_message import (
     MESSAGE_VERSION,
     SQS_MAX_MESSAGE_BYTES,
     ClaimCheck,
@@ -22,6 +21,7 @@ from chalicelib.core.message import (
     fits_inline,
     passthrough_headers,
 )
+from chalicelib.core.errors import ValidationError
 from tests.unit.test_codec_properties import events
 
 EVENT = CloudEvent({"specversion": "1.0", "id": "1", "source": "/s", "type": "t"}, b"\x00\xff")

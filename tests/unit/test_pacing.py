@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from chalicelib.core.pacing import Pacer
+from chalicelib.core.delivery.pacing import Pacer
 
 
 class Clock:

@@ -27,7 +27,7 @@ from chalicelib.core.reconcile import (
     queue_attributes,
     trigger_key,
 )
-from chalicelib.core.resources import Broker, Trigger, parse_broker, parse_trigger
+from chalicelib.core.resources.eventing import Broker, Trigger, parse_broker, parse_trigger
 
 CONFIG = ProvisioningConfig(
     prefix="sb-local-",

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from chalicelib.core import registry as reg
-from chalicelib.core import registry_writes as writes
 from chalicelib.core.errors import ValidationError
-from chalicelib.core.registry_model import model
-from chalicelib.core.registry_validation import CLOUDEVENTS, ID_PATTERN, parse_endpoint
-from chalicelib.core.registry_view import (
+from chalicelib.core.registry import entities as reg
+from chalicelib.core.registry import writes
+from chalicelib.core.registry.model import model
+from chalicelib.core.registry.validation import CLOUDEVENTS, ID_PATTERN, parse_endpoint
+from chalicelib.core.registry.view import (
     Root,
     Urls,
     generated_entity,
@@ -25,7 +25,7 @@ from chalicelib.core.registry_view import (
     render_version,
     stored_entity,
 )
-from chalicelib.core.resources import (
+from chalicelib.core.resources.eventing import (
     admit_broker,
     admit_trigger,
     parse_broker,

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from chalicelib.core.cloudevents.event import CloudEvent
 from chalicelib.core.errors import UnavailableError
-from chalicelib.core.event import CloudEvent
 from chalicelib.services.event_types import (
     SAMPLE_KIND,
     EventTypeSample,

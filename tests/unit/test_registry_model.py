@@ -11,10 +11,15 @@ from typing import Any
 
 import pytest
 
-from chalicelib.core import registry as reg
-from chalicelib.core.registry_model import model
-from chalicelib.core.registry_protocols import DEFAULTS
-from chalicelib.core.resources import admit_broker, admit_trigger, parse_broker, parse_trigger
+from chalicelib.core.registry import entities as reg
+from chalicelib.core.registry.model import model
+from chalicelib.core.registry.protocols import DEFAULTS
+from chalicelib.core.resources.eventing import (
+    admit_broker,
+    admit_trigger,
+    parse_broker,
+    parse_trigger,
+)
 from tests.shared_specs import require
 
 SPECS = Path(__file__).parents[2].parent / "shared/specs/xregistry"

@@ -12,7 +12,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from chalicelib.core.codec_validation import is_absolute_uri
+from chalicelib.core.cloudevents.context_attributes import is_absolute_uri
 from tests.shared_specs import require
 
 SCHEMA_PATH = (

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from chalicelib.core.errors import ValidationError
-from chalicelib.core.registry_validation import EndpointInput, parse_endpoint
+from chalicelib.core.registry.validation import EndpointInput, parse_endpoint
 
 HTTP = {"usage": ["producer"], "protocol": "HTTP"}
 CE = {"usage": ["producer"], "envelope": "CloudEvents/1.0"}

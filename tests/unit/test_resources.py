@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from chalicelib.core.durations import Duration
 from chalicelib.core.errors import ImmutableFieldError, ValidationError
-from chalicelib.core.resources import (
+from chalicelib.core.resources.durations import Duration
+from chalicelib.core.resources.eventing import (
     BROKER_CLASS_ANNOTATION,
     DEFAULT_BROKER_DELIVERY,
     DEFAULT_MAX_EVENT_BYTES,

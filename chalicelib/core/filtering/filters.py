@@ -23,10 +23,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from chalicelib.core import cesql
-from chalicelib.core.cesql import nodes
+from chalicelib.core.cloudevents.event import CloudEvent
 from chalicelib.core.errors import Problem, ValidationError
-from chalicelib.core.event import CloudEvent
+from chalicelib.core.filtering import cesql
+from chalicelib.core.filtering.cesql import nodes
 
 Hints = Mapping[str, frozenset[str]]
 """A necessary condition for a match: for each key, the attribute's text must be in the set."""

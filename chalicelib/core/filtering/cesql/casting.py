@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from chalicelib.core.cesql.errors import CastError, CesqlError, MathError
+from chalicelib.core.filtering.cesql.errors import CastError, CesqlError, MathError
 
 Value = str | int | bool
 

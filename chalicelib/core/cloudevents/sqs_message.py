@@ -18,10 +18,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from chalicelib.core.codec import from_json, to_json
-from chalicelib.core.codec_json import dumps_compact, dumps_utf8, parse_json
+from chalicelib.core.cloudevents.codec import from_json, to_json
+from chalicelib.core.cloudevents.event import CloudEvent
+from chalicelib.core.cloudevents.json_format import dumps_compact, dumps_utf8, parse_json
 from chalicelib.core.errors import Problem, ValidationError
-from chalicelib.core.event import CloudEvent
 
 MESSAGE_VERSION = 1
 SQS_MAX_MESSAGE_BYTES = 256 * 1024

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from chalicelib.core.resources import Broker, Trigger, effective_delivery, format_timestamp
+from chalicelib.core.resources.eventing import Broker, Trigger, effective_delivery, format_timestamp
 
 TRUE = "True"
 FALSE = "False"

@@ -17,12 +17,12 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit
 
-from chalicelib.core.durations import Duration, DurationError
 from chalicelib.core.errors import ImmutableFieldError, Problem, ValidationError
-from chalicelib.core.fields import json_object as _object
-from chalicelib.core.fields import string_map as _string_map
-from chalicelib.core.fields import unknown_fields as _unknown_fields
 from chalicelib.core.names import name_problems, namespace_problems, quote
+from chalicelib.core.resources.durations import Duration, DurationError
+from chalicelib.core.resources.fields import json_object as _object
+from chalicelib.core.resources.fields import string_map as _string_map
+from chalicelib.core.resources.fields import unknown_fields as _unknown_fields
 
 API_VERSION = "eventing.knative.dev/v1"
 BROKER_CLASS_ANNOTATION = "eventing.knative.dev/broker.class"
@@ -326,7 +326,7 @@ def _trigger_filters(
     found: list[Problem] = []
     if check_filters:
         # Imported here: core.filters may import this module for the Trigger type.
-        from chalicelib.core.filters import validate_filters
+        from chalicelib.core.filtering.filters import validate_filters
 
         found = validate_filters(attributes, raw_filters, path="spec")
         problems += [p for p in found if p not in problems]

@@ -13,7 +13,7 @@ import json
 import re
 from urllib.parse import quote, unquote_to_bytes
 
-from chalicelib.core.event import AttributeValue, MapValue
+from chalicelib.core.cloudevents.event import AttributeValue, MapValue
 
 _SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in '"%')
 NEEDS_ENCODING = re.compile(r"[^\x21\x23\x24\x26-\x7e]")

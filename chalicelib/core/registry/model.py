@@ -1,7 +1,7 @@
 """The xRegistry model this registry serves at ``GET /registry/model``: the ``endpoints`` Group and
 its ``messages`` Resource, taken from the Endpoint and Message Definitions models (1.0-rc4) with the
 core attributes and this broker's extension attributes added. Kept as data in
-``registry_model.json``; ``tests/unit/test_registry_model.py`` checks it still matches the spec's
+``model.json``; ``tests/unit/test_registry_model.py`` checks it still matches the spec's
 model files."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-_PATH = Path(__file__).with_name("registry_model.json")
+_PATH = Path(__file__).with_name("model.json")
 
 
 @lru_cache(maxsize=1)

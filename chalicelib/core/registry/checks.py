@@ -9,8 +9,12 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from chalicelib.core.codec_validation import is_absolute_uri, is_media_type, is_rfc3339
-from chalicelib.core.codec_validation import is_uri_reference as _is_uri_reference
+from chalicelib.core.cloudevents.context_attributes import (
+    is_absolute_uri,
+    is_media_type,
+    is_rfc3339,
+)
+from chalicelib.core.cloudevents.context_attributes import is_uri_reference as _is_uri_reference
 from chalicelib.core.errors import Problem
 from chalicelib.core.names import quote
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from chalicelib.core.cesql.errors import (
+from chalicelib.core.cloudevents.event import CloudEvent
+from chalicelib.core.filtering.cesql.errors import (
     CastError,
     CesqlError,
     CesqlParseError,
@@ -26,10 +27,9 @@ from chalicelib.core.cesql.errors import (
     MissingAttributeError,
     MissingFunctionError,
 )
-from chalicelib.core.cesql.evaluator import Compiled, compile_tree
-from chalicelib.core.cesql.nodes import Node
-from chalicelib.core.cesql.parser import parse_tree
-from chalicelib.core.event import CloudEvent
+from chalicelib.core.filtering.cesql.evaluator import Compiled, compile_tree
+from chalicelib.core.filtering.cesql.nodes import Node
+from chalicelib.core.filtering.cesql.parser import parse_tree
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,11 +13,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core.codec import DEFAULT_LIMITS, STRUCTURED_CONTENT_TYPE, Limits, canonical_string
-from chalicelib.core.codec_json import dumps_utf8, event_from_object, parse_json, to_wire_json
-from chalicelib.core.codec_validation import V1_0, VERSIONS, check_attributes, resolve_version
+from chalicelib.core.cloudevents.codec import (
+    DEFAULT_LIMITS,
+    STRUCTURED_CONTENT_TYPE,
+    Limits,
+    canonical_string,
+)
+from chalicelib.core.cloudevents.context_attributes import (
+    V1_0,
+    VERSIONS,
+    check_attributes,
+    resolve_version,
+)
+from chalicelib.core.cloudevents.event import ABSENT, CloudEvent
+from chalicelib.core.cloudevents.json_format import (
+    dumps_utf8,
+    event_from_object,
+    parse_json,
+    to_wire_json,
+)
 from chalicelib.core.errors import PayloadTooLargeError, Problem, ValidationError
-from chalicelib.core.event import ABSENT, CloudEvent
 
 _CE = "ce_"
 _STRUCTURED_HEADER = ("content-type", b"application/cloudevents+json; charset=UTF-8")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from chalicelib.core.cesql.casting import (
+from chalicelib.core.filtering.cesql.casting import (
     BOOLEAN,
     INT_MAX,
     INT_MIN,
@@ -24,7 +24,7 @@ from chalicelib.core.cesql.casting import (
     to_integer,
     to_string,
 )
-from chalicelib.core.cesql.errors import CesqlError, FunctionEvaluationError, MathError
+from chalicelib.core.filtering.cesql.errors import CesqlError, FunctionEvaluationError, MathError
 
 ANY = "Any"
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from chalicelib.core.codec_validation import (
+from chalicelib.core.cloudevents.context_attributes import (
     V0_3,
     V1_0,
     VERSIONS,
@@ -26,8 +26,8 @@ from chalicelib.core.codec_validation import (
     check_required,
     resolve_version,
 )
+from chalicelib.core.cloudevents.event import ABSENT, CloudEvent, MapValue
 from chalicelib.core.errors import Problem
-from chalicelib.core.event import ABSENT, CloudEvent, MapValue
 from chalicelib.core.limits import MAX_CACHED_KEY_CHARS
 
 # Optional accelerator (jiter, in Rust): same results as the stdlib path (tests compare the two);

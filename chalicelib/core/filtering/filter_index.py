@@ -18,8 +18,8 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Generic, TypeVar
 
-from chalicelib.core.event import CloudEvent
-from chalicelib.core.filters import Filter, Hints, attribute_text, index_hints
+from chalicelib.core.cloudevents.event import CloudEvent
+from chalicelib.core.filtering.filters import Filter, Hints, attribute_text, index_hints
 
 K = TypeVar("K")
 

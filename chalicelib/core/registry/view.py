@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.core.errors import Problem, ValidationError
-from chalicelib.core.registry import (
+from chalicelib.core.registry.entities import (
     DEFAULT_VERSION_ID,
     SPECVERSION,
     Definition,

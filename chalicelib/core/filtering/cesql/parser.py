@@ -12,9 +12,9 @@ right, and this parser follows the spec text: ``a OR b AND c`` is ``(a OR b) AND
 
 from __future__ import annotations
 
-from chalicelib.core.cesql.errors import CesqlParseError
-from chalicelib.core.cesql.lexer import Kind, Token, tokenize
-from chalicelib.core.cesql.nodes import (
+from chalicelib.core.filtering.cesql.errors import CesqlParseError
+from chalicelib.core.filtering.cesql.lexer import Kind, Token, tokenize
+from chalicelib.core.filtering.cesql.nodes import (
     Attribute,
     Binary,
     Call,

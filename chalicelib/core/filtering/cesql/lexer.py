@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from chalicelib.core.cesql.errors import CesqlParseError
+from chalicelib.core.filtering.cesql.errors import CesqlParseError
 
 
 class Kind(Enum):

@@ -16,8 +16,8 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from chalicelib.core.cloudevents.event import MapValue
 from chalicelib.core.errors import Problem
-from chalicelib.core.event import MapValue
 from chalicelib.core.limits import MAX_CACHE_ENTRIES, MAX_CACHED_KEY_CHARS
 
 Field = Callable[[str], str]

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from chalicelib.core.cesql.casting import (
+from chalicelib.core.filtering.cesql.casting import (
     BOOLEAN,
     INTEGER,
     STRING,
@@ -31,14 +31,14 @@ from chalicelib.core.cesql.casting import (
     type_of,
     zero,
 )
-from chalicelib.core.cesql.errors import (
+from chalicelib.core.filtering.cesql.errors import (
     CesqlError,
     MathError,
     MissingAttributeError,
     MissingFunctionError,
 )
-from chalicelib.core.cesql.functions import ANY, resolve
-from chalicelib.core.cesql.nodes import (
+from chalicelib.core.filtering.cesql.functions import ANY, resolve
+from chalicelib.core.filtering.cesql.nodes import (
     Attribute,
     Binary,
     Call,

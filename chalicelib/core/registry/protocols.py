@@ -9,9 +9,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from chalicelib.core.codec_validation import is_absolute_uri
+from chalicelib.core.cloudevents.context_attributes import is_absolute_uri
 from chalicelib.core.names import quote
-from chalicelib.core.registry_checks import TOKEN_PATTERN, Checks, without_placeholders
+from chalicelib.core.registry.checks import TOKEN_PATTERN, Checks, without_placeholders
 
 HTTP = "HTTP"
 AMQP = "AMQP/1.0"

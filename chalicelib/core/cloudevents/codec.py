@@ -16,7 +16,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core.codec_json import (
+from chalicelib.core.cloudevents.context_attributes import (
+    V1_0,
+    VERSIONS,
+    check_attributes,
+    resolve_version,
+)
+from chalicelib.core.cloudevents.event import ABSENT, CloudEvent, MapValue
+from chalicelib.core.cloudevents.json_format import (
     dumps_utf8,
     event_from_object,
     is_json_content_type,
@@ -24,16 +31,14 @@ from chalicelib.core.codec_json import (
     to_json,
     to_wire_json,
 )
-from chalicelib.core.codec_percent import (
+from chalicelib.core.cloudevents.percent_encoding import (
     NEEDS_ENCODING,
     canonical_string,
     decode_header_value,
     encode_header_value,
     map_headers,
 )
-from chalicelib.core.codec_validation import V1_0, VERSIONS, check_attributes, resolve_version
 from chalicelib.core.errors import PayloadTooLargeError, Problem, ValidationError
-from chalicelib.core.event import ABSENT, CloudEvent, MapValue
 
 __all__ = [
     "BATCH_CONTENT_TYPE",

@@ -26,11 +26,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from chalicelib.core.conditions import Condition, ConditionSet
 from chalicelib.core.errors import ImmutableFieldError, Problem, ValidationError
-from chalicelib.core.fields import json_object as _object
-from chalicelib.core.fields import string_map as _strings_map
-from chalicelib.core.fields import unknown_fields as _unknown
 from chalicelib.core.names import (
     MAX_QUEUE_NAME_LENGTH,
     check_prefix,
@@ -38,7 +34,11 @@ from chalicelib.core.names import (
     namespace_problems,
     quote,
 )
-from chalicelib.core.resources import format_timestamp, resource_json
+from chalicelib.core.resources.conditions import Condition, ConditionSet
+from chalicelib.core.resources.eventing import format_timestamp, resource_json
+from chalicelib.core.resources.fields import json_object as _object
+from chalicelib.core.resources.fields import string_map as _strings_map
+from chalicelib.core.resources.fields import unknown_fields as _unknown
 
 API_VERSION = "sources.knative.dev/v1"
 KIND = "KafkaSource"

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from chalicelib.core.errors import Problem, ValidationError
-from chalicelib.core.registry_validation import EndpointInput, TimeRequest
+from chalicelib.core.registry.validation import EndpointInput, TimeRequest
 
 
 def write_endpoint(

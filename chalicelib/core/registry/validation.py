@@ -15,17 +15,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core.codec_validation import is_absolute_uri, is_media_type, is_rfc3339
+from chalicelib.core.cloudevents.context_attributes import (
+    is_absolute_uri,
+    is_media_type,
+    is_rfc3339,
+)
 from chalicelib.core.errors import Problem, ValidationError
 from chalicelib.core.names import quote
-from chalicelib.core.registry_checks import (
+from chalicelib.core.registry.checks import (
     ID_PATTERN,
     Checks,
     check_attribute_names,
     is_uri_reference,
     without_placeholders,
 )
-from chalicelib.core.registry_protocols import (
+from chalicelib.core.registry.protocols import (
     canonical_protocol,
     check_options,
     check_usage,

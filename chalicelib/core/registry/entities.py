@@ -23,10 +23,10 @@ from datetime import datetime
 from typing import Any
 
 from chalicelib.core.archive import rfc3339
-from chalicelib.core.registry_protocols import DEFAULTS, HTTP
-from chalicelib.core.registry_validation import CLOUDEVENTS, GENERATED_PREFIX
-from chalicelib.core.resources import Broker, DeliverySpec, Trigger, effective_delivery
-from chalicelib.core.resources import ingress_url as broker_ingress_url
+from chalicelib.core.registry.protocols import DEFAULTS, HTTP
+from chalicelib.core.registry.validation import CLOUDEVENTS, GENERATED_PREFIX
+from chalicelib.core.resources.eventing import Broker, DeliverySpec, Trigger, effective_delivery
+from chalicelib.core.resources.eventing import ingress_url as broker_ingress_url
 
 SPECVERSION = "1.0-rc4"
 CONTROL_PLANE_ID = f"{GENERATED_PREFIX}controlplane"

@@ -1,0 +1,1 @@
+"""Delivery policy as data: what an answer means, backoff, pacing."""

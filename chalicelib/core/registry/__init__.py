@@ -1,0 +1,1 @@
+"""The xRegistry endpoint registry as a pure domain (DESIGN.md §9)."""

@@ -1,0 +1,1 @@
+"""The Knative-shaped resources: their types, validation, defaults and status."""
