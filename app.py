@@ -13,6 +13,7 @@ from chalicelib.config import APP_NAME, Settings
 from chalicelib.container import get_container
 from chalicelib.http_errors import error_response, json_response, with_problem_body
 from chalicelib.services.http_input import parse_limit
+from chalicelib.services.resources import ResourceService
 
 app = Chalice(app_name=APP_NAME)
 # API Gateway passes bodies of these media types to Lambda base64-encoded, so binary event data
@@ -161,50 +162,39 @@ def openapi_document() -> Response:
     return json_response(document(_SETTINGS.public_url, signed=_CP_AUTH is not None))
 
 
-# ---- control plane: brokers --------------------------------------------------------------------
+# ---- control plane: one shape for every resource kind (DESIGN.md §2.2, §10) -------------------
+
+KS = "/apis/sources.knative.dev/v1/namespaces/{namespace}"
 
 
-@_route(f"{CP}/brokers", ["GET", "POST"])
-def brokers(namespace: str) -> Response:
-    cp = get_container().control_plane
-    if _method() == "GET":
-        return json_response(cp.list_brokers(namespace))
-    return json_response(cp.create_broker(namespace, _json_body()), 201)
+def _resource_routes(prefix: str, service: Callable[[], ResourceService[Any]]) -> None:
+    """A kind's routes: list and create on its collection; read, create-or-replace and delete
+    an item. ``prefix`` ends with the kind's plural (the path segment)."""
+    plural = prefix.rsplit("/", 1)[-1]
+
+    def collection(namespace: str) -> Response:
+        if _method() == "GET":
+            return json_response(service().list(namespace))
+        return json_response(service().create(namespace, _json_body()), 201)
+
+    def item(namespace: str, name: str) -> Response:
+        method = _method()
+        if method == "GET":
+            return json_response(service().get(namespace, name))
+        if method == "DELETE":
+            return json_response(service().delete(namespace, name))
+        doc, created = service().put(namespace, name, _json_body())
+        return json_response(doc, 201 if created else 200)
+
+    collection.__name__ = collection.__qualname__ = plural
+    item.__name__ = item.__qualname__ = plural.rstrip("s")
+    _route(prefix, ["GET", "POST"])(collection)
+    _route(f"{prefix}/{{name}}", ["GET", "PUT", "DELETE"])(item)
 
 
-@_route(f"{CP}/brokers/{{name}}", ["GET", "PUT", "DELETE"])
-def broker(namespace: str, name: str) -> Response:
-    cp = get_container().control_plane
-    method = _method()
-    if method == "GET":
-        return json_response(cp.get_broker(namespace, name))
-    if method == "DELETE":
-        return json_response(cp.delete_broker(namespace, name))
-    doc, created = cp.put_broker(namespace, name, _json_body())
-    return json_response(doc, 201 if created else 200)
-
-
-# ---- control plane: triggers -------------------------------------------------------------------
-
-
-@_route(f"{CP}/triggers", ["GET", "POST"])
-def triggers(namespace: str) -> Response:
-    cp = get_container().control_plane
-    if _method() == "GET":
-        return json_response(cp.list_triggers(namespace))
-    return json_response(cp.create_trigger(namespace, _json_body()), 201)
-
-
-@_route(f"{CP}/triggers/{{name}}", ["GET", "PUT", "DELETE"])
-def trigger(namespace: str, name: str) -> Response:
-    cp = get_container().control_plane
-    method = _method()
-    if method == "GET":
-        return json_response(cp.get_trigger(namespace, name))
-    if method == "DELETE":
-        return json_response(cp.delete_trigger(namespace, name))
-    doc, created = cp.put_trigger(namespace, name, _json_body())
-    return json_response(doc, 201 if created else 200)
+_resource_routes(f"{CP}/brokers", lambda: get_container().brokers)
+_resource_routes(f"{CP}/triggers", lambda: get_container().triggers)
+_resource_routes(f"{KS}/kafkasources", lambda: get_container().kafka_sources)
 
 
 @_route(f"{CP}/triggers/{{name}}/deadletters", ["GET", "DELETE"])
@@ -240,34 +230,12 @@ def broker_token(namespace: str, name: str, token_id: str) -> Response:
     return json_response(get_container().tokens.revoke(namespace, name, token_id))
 
 
-# ---- Kafka sources (DESIGN.md §10) -------------------------------------------------------------
-
-KS = "/apis/sources.knative.dev/v1/namespaces/{namespace}/kafkasources"
+# ---- Kafka sources: their failure queues (DESIGN.md §10) ------------------------------------
 
 
-@_route(KS, ["GET", "POST"])
-def kafka_sources(namespace: str) -> Response:
-    sources = get_container().kafka_sources
-    if _method() == "GET":
-        return json_response(sources.list_sources(namespace))
-    return json_response(sources.create_source(namespace, _json_body()), 201)
-
-
-@_route(f"{KS}/{{name}}", ["GET", "PUT", "DELETE"])
-def kafka_source(namespace: str, name: str) -> Response:
-    sources = get_container().kafka_sources
-    method = _method()
-    if method == "GET":
-        return json_response(sources.get_source(namespace, name))
-    if method == "DELETE":
-        return json_response(sources.delete_source(namespace, name))
-    doc, created = sources.put_source(namespace, name, _json_body())
-    return json_response(doc, 201 if created else 200)
-
-
-@_route(f"{KS}/{{name}}/failures", ["GET", "DELETE"])
+@_route(f"{KS}/kafkasources/{{name}}/failures", ["GET", "DELETE"])
 def kafka_source_failures(namespace: str, name: str) -> Response:
-    sources = get_container().kafka_sources
+    sources = get_container().kafka_source_hooks
     if _method() == "DELETE":
         return json_response(sources.purge_failures(namespace, name))
     return json_response(sources.failures(namespace, name, _query("limit", "100")))
@@ -370,4 +338,4 @@ def kafka_ingress(event: dict[str, Any], context: Any) -> dict[str, Any]:
 @app.schedule("rate(5 minutes)", name="reconciler")
 def reconciler(event: Any) -> None:
     get_container().control_plane.reconcile_all()
-    get_container().kafka_sources.reconcile_all()
+    get_container().kafka_source_hooks.reconcile_all()

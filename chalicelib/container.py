@@ -8,6 +8,9 @@ from functools import cached_property, lru_cache
 
 from chalicelib.adapters.aws_clients import AwsClients
 from chalicelib.config import Settings
+from chalicelib.core.resources.broker import BROKERS, Broker
+from chalicelib.core.resources.kafka_source import KAFKA_SOURCES, KafkaSource
+from chalicelib.core.resources.trigger import TRIGGERS, Trigger
 from chalicelib.ports import (
     Archive,
     Blobs,
@@ -19,13 +22,14 @@ from chalicelib.ports import (
     ResourceStore,
 )
 from chalicelib.services.claims import Claims
-from chalicelib.services.control_plane import ControlPlane
+from chalicelib.services.control_plane import BrokerHooks, ControlPlane, TriggerHooks
 from chalicelib.services.dead_letters import DeadLetters
 from chalicelib.services.delivery import Delivery
 from chalicelib.services.event_types import EventTypeSample, MetricsEventTypes, metrics_fetcher
 from chalicelib.services.ingress import Ingress
 from chalicelib.services.kafka_ingress import KafkaIngress, SourceIndex
-from chalicelib.services.kafka_sources import KafkaSources
+from chalicelib.services.kafka_sources import KafkaSourceHooks
+from chalicelib.services.resources import Resources, ResourceService
 from chalicelib.services.metrics import Metrics
 from chalicelib.services.provisioner import Provisioner
 from chalicelib.services.registry import Registry
@@ -151,11 +155,26 @@ class Container:
     def tokens(self) -> Tokens:
         return Tokens(self.store, self.cache)
 
+    # ---- control plane: one generic service per resource kind (services/resources.py) --------
+
     @cached_property
     def control_plane(self) -> ControlPlane:
-        return ControlPlane(
-            self.store, self.provisioner, self.settings, self.cache, self.queues, self.tokens
-        )
+        brokers, triggers = Resources(self.store, BROKERS), Resources(self.store, TRIGGERS)
+        return ControlPlane(brokers, triggers, self.provisioner, self.cache)
+
+    @cached_property
+    def brokers(self) -> ResourceService[Broker]:
+        hooks = BrokerHooks(self.control_plane, self.tokens, self.cache, self.settings)
+        return ResourceService(self.control_plane.brokers, hooks)
+
+    @cached_property
+    def triggers(self) -> ResourceService[Trigger]:
+        hooks = TriggerHooks(self.control_plane, self.queues, self.cache, self.settings)
+        return ResourceService(self.control_plane.triggers, hooks)
+
+    @cached_property
+    def kafka_sources(self) -> ResourceService[KafkaSource]:
+        return ResourceService(self.kafka_source_hooks.sources, self.kafka_source_hooks)
 
     # ---- xRegistry (DESIGN.md §9) ---------------------------------------------------------------
 
@@ -188,8 +207,11 @@ class Container:
         return LambdaKafkaMappings(self.clients)
 
     @cached_property
-    def kafka_sources(self) -> KafkaSources:
-        return KafkaSources(self.store, self.kafka_mappings, self.queues, self.settings)
+    def kafka_source_hooks(self) -> KafkaSourceHooks:
+        sources = Resources(self.store, KAFKA_SOURCES)
+        return KafkaSourceHooks(
+            sources, self.control_plane.brokers, self.kafka_mappings, self.queues, self.settings
+        )
 
     @cached_property
     def kafka_ingress(self) -> KafkaIngress:

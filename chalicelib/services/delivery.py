@@ -30,7 +30,7 @@ from chalicelib.core.cloudevents.sqs_message import QueuedEvent, decode_message
 from chalicelib.core.delivery import policy as delivery_policy
 from chalicelib.core.delivery.pacing import Pacer
 from chalicelib.core.errors import UnavailableError, ValidationError
-from chalicelib.core.resources.eventing import kafka_target
+from chalicelib.core.resources.delivery_spec import kafka_target
 from chalicelib.ports import (
     Archive,
     HttpResponse,
@@ -232,8 +232,8 @@ class Delivery:
 
     def _send_all(self, jobs: list[_Job]) -> None:
         """Send every job's request, with as many in flight as the subscriber's answer time pays
-        for (``core/delivery/pacing.py``): one after the other for a subscriber that answers faster than
-        our own work on a request, up to ``pool_size`` at once for a slow one."""
+        for (``core/delivery/pacing.py``): one after the other for a subscriber that answers
+        faster than our own work on a request, up to ``pool_size`` at once for a slow one."""
         queue = jobs[0].queue
         start = 0
         if self._pacer.should_probe(queue):

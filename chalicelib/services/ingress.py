@@ -26,7 +26,7 @@ from chalicelib.core.errors import (
     UnavailableError,
     ValidationError,
 )
-from chalicelib.core.resources.eventing import DEFAULT_MAX_EVENT_BYTES
+from chalicelib.core.resources.broker import DEFAULT_MAX_EVENT_BYTES
 from chalicelib.ports import Archive, OutgoingMessage, QueueSender
 from chalicelib.problems import PROBLEM_TYPE, problem_of, status_of
 from chalicelib.services.archiver import Archiver

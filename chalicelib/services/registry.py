@@ -41,7 +41,8 @@ from chalicelib.core.registry.view import (
     render_versions,
     stored_entity,
 )
-from chalicelib.core.resources.eventing import Broker, broker_from_item, trigger_from_item
+from chalicelib.core.resources.broker import Broker, broker_from_item
+from chalicelib.core.resources.trigger import trigger_from_item
 from chalicelib.ports import ResourceStore, StoredItem
 from chalicelib.services.event_types import SAMPLE_KIND, sample_types
 from chalicelib.services.routing import BROKER, TRIGGER

@@ -17,14 +17,9 @@ from chalicelib.core import names
 from chalicelib.core.errors import UnavailableError
 from chalicelib.core.filtering.filter_index import TriggerIndex
 from chalicelib.core.filtering.filters import Filter, build_filter
-from chalicelib.core.resources.eventing import (
-    Broker,
-    DeliverySpec,
-    Trigger,
-    broker_from_item,
-    effective_delivery,
-    trigger_from_item,
-)
+from chalicelib.core.resources.broker import Broker, broker_from_item
+from chalicelib.core.resources.delivery_spec import DeliverySpec
+from chalicelib.core.resources.trigger import Trigger, effective_delivery, trigger_from_item
 from chalicelib.ports import ResourceStore
 
 BROKER = "broker"

@@ -13,7 +13,7 @@ from typing import Any
 from chalicelib.core import tokens
 from chalicelib.core.clock import utcnow
 from chalicelib.core.errors import ConflictError, NotFoundError
-from chalicelib.core.resources import eventing as resources
+from chalicelib.core.resources.broker import broker_from_item
 from chalicelib.ports import ResourceStore
 from chalicelib.services.routing import BROKER, TOKEN, ConfigCache
 
@@ -36,7 +36,7 @@ class Tokens:
 
     def _broker_uid(self, namespace: str, broker: str) -> str | None:
         item = self._store.get(BROKER, namespace, broker)
-        return resources.broker_from_item(item.doc["resource"]).uid if item else None
+        return broker_from_item(item.doc["resource"]).uid if item else None
 
     def _require_broker(self, namespace: str, broker: str) -> str:
         uid = self._broker_uid(namespace, broker)

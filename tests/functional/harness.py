@@ -52,7 +52,7 @@ class Harness:
             body["metadata"]["annotations"] = annotations
         if spec:
             body["spec"] = spec
-        doc, _ = self.container.control_plane.put_broker(ns, name, body)
+        doc, _ = self.container.brokers.put(ns, name, body)
         return doc
 
     def trigger(
@@ -70,7 +70,7 @@ class Harness:
         }
         if filter is not None:
             body["spec"]["filter"] = {"attributes": filter}
-        doc, _ = self.container.control_plane.put_trigger(ns, name, body)
+        doc, _ = self.container.triggers.put(ns, name, body)
         return doc
 
     def queue_of(self, trigger: str, ns: str = "ns", broker: str = "default") -> str:

@@ -218,7 +218,7 @@ def test_deleted_trigger_drops_its_pending_events() -> None:
     h.send()
     queue = h.queue_of("tr")
     received = h.queues.receive(queue, 10, 0, None)
-    h.container.control_plane.delete_trigger("ns", "tr")
+    h.container.triggers.delete("ns", "tr")
     assert h.queues.get(queue) is None
     assert received  # they were in flight; delivery drops them on purpose (Knative allows it)
 

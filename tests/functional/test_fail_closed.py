@@ -98,7 +98,7 @@ def test_a_recreated_broker_refuses_its_predecessors_tokens(h: Harness) -> None:
     h.broker(annotations=auth)
     h.trigger("all")
     old = h.container.tokens.create("ns", "default")["token"]
-    h.container.control_plane.delete_broker("ns", "default")
+    h.container.brokers.delete("ns", "default")
     h.broker(annotations=auth)
     assert h.post({**BINARY, "authorization": f"Bearer {old}"}, b"x").status == 401
     assert h.container.tokens.list("ns", "default") == {"items": []}

@@ -49,7 +49,7 @@ def source(h: Harness, name: str, topic: str, **cluster: Any) -> dict[str, Any]:
             "sink": {"ref": {"kind": "Broker", "name": "default"}},
         },
     }
-    doc, _ = h.container.kafka_sources.put_source("ns", name, body)
+    doc, _ = h.container.kafka_sources.put("ns", name, body)
     return doc
 
 

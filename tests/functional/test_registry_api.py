@@ -14,7 +14,7 @@ from chalice.test import Client
 
 from app import app
 from chalicelib.container import use_container
-from chalicelib.core.resources.eventing import DEFAULT_MAX_EVENT_BYTES
+from chalicelib.core.resources.broker import DEFAULT_MAX_EVENT_BYTES
 from chalicelib.services.event_types import EventTypeSample, MetricsEventTypes, metrics_fetcher
 from chalicelib.services.registry import Registry
 from tests.functional.harness import Harness
@@ -250,7 +250,7 @@ def test_root_epoch_moves_when_endpoints_come_and_go(h: Harness, client: Client)
     assert get(client, "/registry")["epoch"] == first["epoch"]
     h.trigger("t1")
     assert get(client, "/registry")["epoch"] == first["epoch"] + 1
-    h.container.control_plane.delete_trigger("ns", "t1")
+    h.container.triggers.delete("ns", "t1")
     assert get(client, "/registry")["epoch"] == first["epoch"] + 2
 
 

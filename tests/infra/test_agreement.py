@@ -16,7 +16,7 @@ import pytest
 
 from chalicelib.config import Settings
 from chalicelib.core import reconcile
-from chalicelib.core.resources.eventing import CRASH_RECEIVE_MARGIN
+from chalicelib.core.resources.delivery_spec import CRASH_RECEIVE_MARGIN
 from infra import chalice_project
 from infra.cfn import Resolver
 from infra.declarations import LOCAL_PARAMETERS, SETTINGS_FIELDS, local_declarations

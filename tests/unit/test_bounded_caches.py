@@ -87,7 +87,7 @@ def test_the_config_cache_is_bounded() -> None:
 
 
 def test_filters_are_compiled_once_per_trigger_generation() -> None:
-    from chalicelib.core.resources.eventing import trigger_from_item
+    from chalicelib.core.resources.trigger import trigger_from_item
     from tests.functional.harness import Harness
 
     h = Harness()

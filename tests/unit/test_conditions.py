@@ -17,7 +17,9 @@ from chalicelib.core.resources.conditions import (
     trigger_status,
 )
 from chalicelib.core.resources.durations import Duration
-from chalicelib.core.resources.eventing import DeliverySpec, parse_broker, parse_trigger
+from chalicelib.core.resources.delivery_spec import DeliverySpec
+from chalicelib.core.resources.broker import parse_broker
+from chalicelib.core.resources.trigger import parse_trigger
 
 T0 = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
 T0_TEXT = "2026-05-01T12:00:00Z"

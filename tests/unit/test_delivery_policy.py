@@ -18,7 +18,7 @@ from chalicelib.core.delivery.policy import (
     visibility_timeout_for,
 )
 from chalicelib.core.resources.durations import Duration
-from chalicelib.core.resources.eventing import DeliverySpec
+from chalicelib.core.resources.delivery_spec import DeliverySpec
 
 NOW = datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC)
 

@@ -12,7 +12,7 @@ import pytest
 from chalicelib.core.errors import ImmutableFieldError, ValidationError
 from chalicelib.core.names import is_owned_queue
 from chalicelib.core.resources import kafka_source as ks
-from chalicelib.core.resources.eventing import kafka_target, uri_problems
+from chalicelib.core.resources.delivery_spec import kafka_target, uri_problems
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 MSK = "arn:aws:kafka:eu-west-1:123456789012:cluster/demo/0b1c2d3e-aaaa-bbbb-cccc-123456789012-1"

@@ -27,7 +27,8 @@ from chalicelib.core.reconcile import (
     queue_attributes,
     trigger_key,
 )
-from chalicelib.core.resources.eventing import Broker, Trigger, parse_broker, parse_trigger
+from chalicelib.core.resources.broker import Broker, parse_broker
+from chalicelib.core.resources.trigger import Trigger, parse_trigger
 
 CONFIG = ProvisioningConfig(
     prefix="sb-local-",

@@ -25,12 +25,8 @@ from chalicelib.core.registry.view import (
     render_version,
     stored_entity,
 )
-from chalicelib.core.resources.eventing import (
-    admit_broker,
-    admit_trigger,
-    parse_broker,
-    parse_trigger,
-)
+from chalicelib.core.resources.broker import admit_broker, parse_broker
+from chalicelib.core.resources.trigger import admit_trigger, parse_trigger
 from tests.unit.test_registry_schema import (
     assert_valid_document,
     assert_valid_endpoint,
@@ -47,7 +43,7 @@ def broker(name: str = "orders", **spec: Any) -> Any:
     if spec:
         body["spec"] = spec
     return admit_broker(
-        parse_broker("shop", body, path_name=name), None, uid_factory=lambda: "u1", now=T0
+        parse_broker("shop", body, path_name=name), None, uid="u1", now=T0
     )
 
 
@@ -57,7 +53,7 @@ def trigger(name: str = "audit", **spec: Any) -> Any:
         "spec": {"broker": "orders", "subscriber": {"uri": "https://sub.example/in"}, **spec},
     }
     return admit_trigger(
-        parse_trigger("shop", body, path_name=name), None, uid_factory=lambda: "u2", now=T0
+        parse_trigger("shop", body, path_name=name), None, uid="u2", now=T0
     )
 
 

@@ -14,12 +14,8 @@ import pytest
 from chalicelib.core.registry import entities as reg
 from chalicelib.core.registry.model import model
 from chalicelib.core.registry.protocols import DEFAULTS
-from chalicelib.core.resources.eventing import (
-    admit_broker,
-    admit_trigger,
-    parse_broker,
-    parse_trigger,
-)
+from chalicelib.core.resources.broker import admit_broker, parse_broker
+from chalicelib.core.resources.trigger import admit_trigger, parse_trigger
 from tests.shared_specs import require
 
 SPECS = Path(__file__).parents[2].parent / "shared/specs/xregistry"
@@ -73,12 +69,12 @@ def test_generated_endpoints_use_only_declared_attributes() -> None:
     now = datetime(2030, 1, 1, tzinfo=UTC)
     broker = admit_broker(
         parse_broker("ns", {"metadata": {"name": "b"}}, path_name="b"), None,
-        uid_factory=lambda: "u", now=now,
+        uid="u", now=now,
     )  # fmt: skip
     trigger = admit_trigger(
         parse_trigger("ns", {"spec": {"broker": "b", "subscriber": {"uri": "http://s/"}}},
                       path_name="t"),
-        None, uid_factory=lambda: "u", now=now,
+        None, uid="u", now=now,
     )  # fmt: skip
     observed = [reg.ObservedType("ns", "b", "t", "/s", "text/plain", now, now, 1)]
     definitions = [

@@ -9,30 +9,10 @@ import pytest
 
 from chalicelib.core.errors import ImmutableFieldError, ValidationError
 from chalicelib.core.resources.durations import Duration
-from chalicelib.core.resources.eventing import (
-    BROKER_CLASS_ANNOTATION,
-    DEFAULT_BROKER_DELIVERY,
-    DEFAULT_MAX_EVENT_BYTES,
-    MAX_EVENT_BYTES_ANNOTATION,
-    Broker,
-    DeliverySpec,
-    Trigger,
-    admit_broker,
-    admit_trigger,
-    broker_from_item,
-    broker_to_item,
-    broker_to_json,
-    check_immutable_broker,
-    check_immutable_trigger,
-    effective_delivery,
-    format_timestamp,
-    ingress_url,
-    parse_broker,
-    parse_trigger,
-    trigger_from_item,
-    trigger_to_item,
-    trigger_to_json,
-)
+from chalicelib.core.resources.broker import BROKER_CLASS_ANNOTATION, DEFAULT_MAX_EVENT_BYTES, MAX_EVENT_BYTES_ANNOTATION, Broker, admit_broker, broker_from_item, broker_to_item, broker_to_json, check_immutable_broker, ingress_url, parse_broker
+from chalicelib.core.resources.delivery_spec import DEFAULT_BROKER_DELIVERY, DeliverySpec
+from chalicelib.core.resources.trigger import Trigger, admit_trigger, check_immutable_trigger, effective_delivery, parse_trigger, trigger_from_item, trigger_to_item, trigger_to_json
+from chalicelib.core.resources.meta import format_timestamp
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
 DELETE = object()
@@ -423,7 +403,7 @@ def test_trigger_ref_without_uri_reports_only_the_ref() -> None:
 
 def test_admit_new_broker() -> None:
     parsed = parse_broker("default", BROKER, path_name=None)
-    broker = admit_broker(parsed, None, uid_factory=lambda: "u-1", now=NOW)
+    broker = admit_broker(parsed, None, uid="u-1", now=NOW)
     assert (broker.uid, broker.generation, broker.creation_timestamp) == (
         "u-1",
         1,
@@ -447,12 +427,12 @@ def test_broker_generation(path: str, value: object, bump: int) -> None:
     first = admit_broker(
         parse_broker("default", BROKER, path_name=None),
         None,
-        uid_factory=lambda: next(ids),
+        uid=next(ids),
         now=NOW,
     )
     later = NOW + timedelta(hours=1)
     parsed = parse_broker("default", patched(BROKER, path, value), path_name="default")
-    second = admit_broker(parsed, first, uid_factory=lambda: next(ids), now=later)
+    second = admit_broker(parsed, first, uid=next(ids), now=later)
     assert second.uid == first.uid == "uid-1"
     assert second.creation_timestamp == first.creation_timestamp
     assert second.generation == 1 + bump
@@ -460,12 +440,12 @@ def test_broker_generation(path: str, value: object, bump: int) -> None:
 
 def test_broker_config_is_immutable() -> None:
     old = admit_broker(
-        parse_broker("default", BROKER, path_name=None), None, uid_factory=lambda: "u", now=NOW
+        parse_broker("default", BROKER, path_name=None), None, uid="u", now=NOW
     )
     body = patched(BROKER, "spec.config", {"kind": "ConfigMap", "name": "c"})
     new = parse_broker("default", body, path_name=None)
     with pytest.raises(ImmutableFieldError) as err:
-        admit_broker(new, old, uid_factory=lambda: "v", now=NOW)
+        admit_broker(new, old, uid="v", now=NOW)
     assert [p.field for p in err.value.problems] == ["spec.config"]
     assert "delete and re-create the broker" in err.value.problems[0].message
 
@@ -486,7 +466,7 @@ def test_trigger_broker_is_immutable() -> None:
         check_immutable_trigger(old, new)
     assert [p.field for p in err.value.problems] == ["spec.broker"]
     with pytest.raises(ImmutableFieldError):
-        admit_trigger(new, old, uid_factory=lambda: "u", now=NOW)
+        admit_trigger(new, old, uid="u", now=NOW)
 
 
 @pytest.mark.parametrize(
@@ -500,11 +480,11 @@ def test_trigger_broker_is_immutable() -> None:
 )
 def test_trigger_generation(path: str, value: object, bump: int) -> None:
     first = admit_trigger(
-        parse_trigger("default", TRIGGER, path_name=None), None, uid_factory=lambda: "u", now=NOW
+        parse_trigger("default", TRIGGER, path_name=None), None, uid="u", now=NOW
     )
     assert (first.uid, first.generation) == ("u", 1)
     parsed = parse_trigger("default", patched(TRIGGER, path, value), path_name=None)
-    second = admit_trigger(parsed, first, uid_factory=lambda: "v", now=NOW)
+    second = admit_trigger(parsed, first, uid="v", now=NOW)
     assert (second.uid, second.generation) == ("u", 1 + bump)
 
 
@@ -541,7 +521,7 @@ def _stored_broker() -> Broker:
     body = patched(BROKER, "metadata.labels", {"team": "a"})
     body = patched(body, "spec.config", {"apiVersion": "v1", "kind": "ConfigMap", "name": "c"})
     return admit_broker(
-        parse_broker("ns", body, path_name=None), None, uid_factory=lambda: "u-1", now=NOW
+        parse_broker("ns", body, path_name=None), None, uid="u-1", now=NOW
     )
 
 
@@ -549,7 +529,7 @@ def _stored_trigger(**spec: Any) -> Trigger:
     body = copy.deepcopy(TRIGGER)
     body["spec"].update(spec)
     return admit_trigger(
-        parse_trigger("ns", body, path_name=None), None, uid_factory=lambda: "u-2", now=NOW
+        parse_trigger("ns", body, path_name=None), None, uid="u-2", now=NOW
     )
 
 
@@ -627,7 +607,7 @@ def test_broker_storage_round_trip(broker_delivery: object) -> None:
     body = patched(BROKER, "spec.delivery", broker_delivery)
     body = patched(body, f"metadata.annotations[{MAX_EVENT_BYTES_ANNOTATION}]", "2048")
     broker = admit_broker(
-        parse_broker("ns", body, path_name=None), None, uid_factory=lambda: "u", now=NOW
+        parse_broker("ns", body, path_name=None), None, uid="u", now=NOW
     )
     item = json.loads(json.dumps(broker_to_item(broker)))
     assert _no_floats(item)

@@ -12,7 +12,7 @@ import math
 import re
 from datetime import UTC, datetime
 
-from chalicelib.core.resources.eventing import DeliverySpec
+from chalicelib.core.resources.delivery_spec import DeliverySpec
 
 # SQS caps a message's visibility timeout at 12 hours, and retries wait in the queue.
 MAX_BACKOFF_SECONDS = 43_200

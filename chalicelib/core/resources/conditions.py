@@ -16,7 +16,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from chalicelib.core.resources.eventing import Broker, Trigger, effective_delivery, format_timestamp
+from chalicelib.core.resources.broker import Broker
+from chalicelib.core.resources.meta import format_timestamp
+from chalicelib.core.resources.trigger import Trigger, effective_delivery
 
 TRUE = "True"
 FALSE = "False"

@@ -34,11 +34,12 @@ from chalicelib.core.names import (
     namespace_problems,
     quote,
 )
+from chalicelib.core.resources import meta
 from chalicelib.core.resources.conditions import Condition, ConditionSet
-from chalicelib.core.resources.eventing import format_timestamp, resource_json
 from chalicelib.core.resources.fields import json_object as _object
 from chalicelib.core.resources.fields import string_map as _strings_map
 from chalicelib.core.resources.fields import unknown_fields as _unknown
+from chalicelib.core.resources.kind import ResourceKind
 
 API_VERSION = "sources.knative.dev/v1"
 KIND = "KafkaSource"
@@ -141,19 +142,14 @@ def failure_queue_name(prefix: str, namespace: str, name: str) -> str:
 
 def parse_kafka_source(namespace: str, body: object, *, path_name: str | None) -> KafkaSource:
     """Validate and default a KafkaSource body; raises ValidationError naming every problem."""
-    problems: list[Problem] = namespace_problems(namespace, "metadata.namespace")
     if not isinstance(body, Mapping):
-        raise ValidationError([*problems, Problem("body", "a KafkaSource must be a JSON object")])
-    _unknown(body, ("apiVersion", "kind", "metadata", "spec", "status"), "", problems)
-    if body.get("apiVersion", API_VERSION) != API_VERSION:
-        problems.append(Problem("apiVersion", f'must be "{API_VERSION}"'))
-    if body.get("kind", KIND) != KIND:
-        problems.append(Problem("kind", f'must be "{KIND}"'))
-    meta = _object(body.get("metadata"), "metadata", problems)
-    name = _name(meta, namespace, path_name, problems)
-    labels = _strings_map(meta.get("labels"), "metadata.labels", problems)
-    annotations = _strings_map(meta.get("annotations"), "metadata.annotations", problems)
-    spec = _object(body.get("spec"), "spec", problems)
+        where = namespace_problems(namespace, "metadata.namespace")
+        raise ValidationError([*where, Problem("body", "a KafkaSource must be a JSON object")])
+    problems: list[Problem] = []
+    metadata, spec = meta.envelope(namespace, body, API_VERSION, KIND, problems)
+    name = meta.resource_name(metadata, path_name, problems)
+    labels = _strings_map(metadata.get("labels"), "metadata.labels", problems)
+    annotations = _strings_map(metadata.get("annotations"), "metadata.annotations", problems)
     _unknown(
         spec,
         (
@@ -208,32 +204,6 @@ def parse_kafka_source(namespace: str, body: object, *, path_name: str | None) -
         labels=labels,
         annotations=annotations,
     )
-
-
-def _name(
-    meta: Mapping[str, Any], namespace: str, path_name: str | None, problems: list[Problem]
-) -> str:
-    body_ns = meta.get("namespace")
-    if body_ns is not None and body_ns != namespace:
-        problems.append(
-            Problem(
-                "metadata.namespace",
-                f"{quote(body_ns)} does not match the namespace in the path ({quote(namespace)})",
-            )
-        )
-    body_name = meta.get("name")
-    if path_name is None:
-        problems.extend(name_problems(body_name, "metadata.name"))
-        return body_name if isinstance(body_name, str) else ""
-    problems.extend(name_problems(path_name, "metadata.name"))
-    if body_name is not None and body_name != path_name:
-        problems.append(
-            Problem(
-                "metadata.name",
-                f"{quote(body_name)} does not match the name in the path ({quote(path_name)})",
-            )
-        )
-    return path_name
 
 
 def _cluster(
@@ -427,35 +397,32 @@ _IMMUTABLE = (
 def admit_kafka_source(
     parsed: KafkaSource, existing: KafkaSource | None, *, uid: str, now: datetime
 ) -> KafkaSource:
-    """The source to store: a new uid, generation 1 and the default consumer group on create; on
-    update the stored identity, and the generation bumped only when the spec changed."""
+    """The source to store (``meta.admitted``), with the default consumer group on create; the
+    mapping's identity is immutable, and a spec change bumps the generation."""
     if existing is None:
-        return replace(
-            parsed,
-            uid=uid,
-            generation=1,
-            creation_timestamp=format_timestamp(now),
-            consumer_group=parsed.consumer_group or f"knative-kafka-source-{uid}",
+        parsed = replace(
+            parsed, consumer_group=parsed.consumer_group or f"knative-kafka-source-{uid}"
         )
-    if not parsed.consumer_group:
-        parsed = replace(parsed, consumer_group=existing.consumer_group)
-    problems = [
-        Problem(
-            path,
-            f"is immutable (a Lambda mapping cannot change it): delete and re-create the "
-            f"source to change {quote(get(existing))} to {quote(get(parsed))}",
-        )
-        for path, get in _IMMUTABLE
-        if get(existing) != get(parsed)
-    ]
-    if problems:
-        raise ImmutableFieldError(problems)
-    changed = spec_json(parsed) != spec_json(existing)
-    return replace(
+    else:
+        if not parsed.consumer_group:
+            parsed = replace(parsed, consumer_group=existing.consumer_group)
+        problems = [
+            Problem(
+                path,
+                f"is immutable (a Lambda mapping cannot change it): delete and re-create the "
+                f"source to change {quote(get(existing))} to {quote(get(parsed))}",
+            )
+            for path, get in _IMMUTABLE
+            if get(existing) != get(parsed)
+        ]
+        if problems:
+            raise ImmutableFieldError(problems)
+    return meta.admitted(
         parsed,
-        uid=existing.uid,
-        creation_timestamp=existing.creation_timestamp,
-        generation=existing.generation + (1 if changed else 0),
+        existing,
+        uid=uid,
+        now=now,
+        changed=lambda new, old: spec_json(new) != spec_json(old),
     )
 
 
@@ -501,42 +468,30 @@ def spec_json(source: KafkaSource) -> dict[str, Any]:
 
 
 def to_json(source: KafkaSource, status: Mapping[str, Any]) -> dict[str, Any]:
-    return resource_json(API_VERSION, KIND, source, spec_json(source), status)
+    return meta.resource_json(API_VERSION, KIND, source, spec_json(source), status)
 
 
 def to_item(source: KafkaSource) -> dict[str, Any]:
-    """The document to store (strings, ints, lists and dicts: DynamoDB takes it as is)."""
-    return {
-        "namespace": source.namespace,
-        "name": source.name,
-        "uid": source.uid,
-        "generation": source.generation,
-        "creationTimestamp": source.creation_timestamp,
-        "labels": dict(source.labels),
-        "annotations": dict(source.annotations),
-        "spec": spec_json(source),
-    }
+    return meta.to_item(source, spec_json(source))
 
 
 def from_item(item: Mapping[str, Any]) -> KafkaSource:
-    namespace, name = str(item["namespace"]), str(item["name"])
-    body = {
-        "metadata": {
-            "labels": item.get("labels") or {},
-            "annotations": item.get("annotations") or {},
-        },
-        "spec": item["spec"],
-    }
-    try:
-        parsed = parse_kafka_source(namespace, body, path_name=name)
-    except ValidationError as err:
-        raise ValueError(f"stored kafkasource {namespace}/{name} is invalid: {err.detail}") from err
-    return replace(
-        parsed,
-        uid=str(item["uid"]),
-        generation=int(item["generation"]),
-        creation_timestamp=str(item["creationTimestamp"]),
+    return meta.from_item(
+        item, "kafkasource", lambda ns, body, name: parse_kafka_source(ns, body, path_name=name)
     )
+
+
+KAFKA_SOURCES: ResourceKind[KafkaSource] = ResourceKind(
+    store_kind="kafkasource",
+    api_version=API_VERSION,
+    kind=KIND,
+    plural="kafkasources",
+    parse=lambda namespace, body, name: parse_kafka_source(namespace, body, path_name=name),
+    admit=lambda parsed, old, uid, now: admit_kafka_source(parsed, old, uid=uid, now=now),
+    to_json=to_json,
+    to_item=to_item,
+    from_item=from_item,
+)
 
 
 # --- status --------------------------------------------------------------------------------------

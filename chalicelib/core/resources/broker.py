@@ -1,0 +1,236 @@
+"""The Broker kind (eventing.knative.dev/v1): its value, validation with defaults (every problem
+reported at once), admission and JSON shapes. ``parse_broker`` leaves the server-owned fields
+(uid, generation, creationTimestamp) blank; ``admit_broker`` fills them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from chalicelib.core.errors import ImmutableFieldError, Problem, ValidationError
+from chalicelib.core.names import quote
+from chalicelib.core.resources import meta
+from chalicelib.core.resources.delivery_spec import (
+    DEFAULT_BROKER_DELIVERY,
+    DeliverySpec,
+    parse_delivery,
+)
+from chalicelib.core.resources.fields import json_object as _object
+from chalicelib.core.resources.fields import string_map as _string_map
+from chalicelib.core.resources.fields import unknown_fields as _unknown_fields
+from chalicelib.core.resources.kind import ResourceKind
+
+API_VERSION = "eventing.knative.dev/v1"
+KIND = "Broker"
+BROKER_CLASS_ANNOTATION = "eventing.knative.dev/broker.class"
+DEFAULT_BROKER_CLASS = "ServerlessBroker"
+OWN_ANNOTATION_PREFIX = "serverless-broker/"
+LEGACY_SPEC_VERSIONS_ANNOTATION = "serverless-broker/legacy-spec-versions"
+MAX_EVENT_BYTES_ANNOTATION = "serverless-broker/max-event-bytes"
+INGRESS_AUTH_ANNOTATION = "serverless-broker/ingress-auth"
+# Under Lambda's 6 MB synchronous request cap once base64 and headers are added (DESIGN §2.1).
+DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024
+INGRESS_AUTH_MODES = ("none", "token")
+
+
+@dataclass(frozen=True, slots=True)
+class Broker:
+    namespace: str
+    name: str
+    uid: str
+    generation: int
+    creation_timestamp: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    config: Mapping[str, Any] | None = None  # a KReference, kept and shown, not interpreted
+    delivery: DeliverySpec = DEFAULT_BROKER_DELIVERY
+
+    @property
+    def broker_class(self) -> str:
+        return self.annotations.get(BROKER_CLASS_ANNOTATION, DEFAULT_BROKER_CLASS)
+
+    @property
+    def legacy_spec_versions(self) -> bool:
+        return self.annotations.get(LEGACY_SPEC_VERSIONS_ANNOTATION) == "true"
+
+    @property
+    def max_event_bytes(self) -> int:
+        value = self.annotations.get(MAX_EVENT_BYTES_ANNOTATION)
+        return int(value) if value else DEFAULT_MAX_EVENT_BYTES
+
+    @property
+    def ingress_auth(self) -> str:
+        return self.annotations.get(INGRESS_AUTH_ANNOTATION, "none")
+
+
+def ingress_url(base_url: str, namespace: str, name: str) -> str:
+    return f"{base_url.rstrip('/')}/{namespace}/{name}"
+
+
+def parse_broker(namespace: str, body: object, *, path_name: str | None) -> Broker:
+    """Validate and default a Broker body; raises ValidationError naming every problem."""
+    problems: list[Problem] = []
+    metadata, spec = meta.envelope(namespace, body, API_VERSION, KIND, problems)
+    name = meta.resource_name(metadata, path_name, problems)
+    labels = _string_map(metadata.get("labels"), "metadata.labels", problems)
+    annotations = _broker_annotations(
+        _string_map(metadata.get("annotations"), "metadata.annotations", problems), problems
+    )
+    _unknown_fields(spec, ("config", "delivery"), "spec", problems)
+    config = _kreference(spec.get("config"), "spec.config", problems)
+    raw_delivery = spec.get("delivery")
+    delivery = (
+        DEFAULT_BROKER_DELIVERY
+        if raw_delivery is None
+        else parse_delivery(raw_delivery, "spec.delivery", problems)
+    )
+    if problems:
+        raise ValidationError(problems)
+    return Broker(
+        namespace=namespace,
+        name=name,
+        uid="",
+        generation=0,
+        creation_timestamp="",
+        labels=labels,
+        annotations=annotations,
+        config=config,
+        delivery=delivery,
+    )
+
+
+def _broker_annotations(annotations: dict[str, str], problems: list[Problem]) -> dict[str, str]:
+    def where(key: str) -> str:
+        return f"metadata.annotations[{key}]"
+
+    broker_class = annotations.setdefault(BROKER_CLASS_ANNOTATION, DEFAULT_BROKER_CLASS)
+    if broker_class != DEFAULT_BROKER_CLASS:
+        problems.append(
+            Problem(
+                where(BROKER_CLASS_ANNOTATION),
+                f"broker class {quote(broker_class)} is not served here; only "
+                f"{quote(DEFAULT_BROKER_CLASS)} is (omit the annotation to get it)",
+            )
+        )
+    legacy = annotations.get(LEGACY_SPEC_VERSIONS_ANNOTATION)
+    if legacy is not None and legacy not in ("true", "false"):
+        problems.append(
+            Problem(where(LEGACY_SPEC_VERSIONS_ANNOTATION), 'must be "true" or "false"')
+        )
+    max_bytes = annotations.get(MAX_EVENT_BYTES_ANNOTATION)
+    if max_bytes is not None and not (
+        max_bytes.isascii()
+        and max_bytes.isdigit()
+        and len(max_bytes) <= 10  # int() refuses very long digit strings
+        and 1 <= int(max_bytes) <= DEFAULT_MAX_EVENT_BYTES
+    ):
+        problems.append(
+            Problem(
+                where(MAX_EVENT_BYTES_ANNOTATION),
+                f"must be a whole number of bytes from 1 to {DEFAULT_MAX_EVENT_BYTES}, "
+                f"got {quote(max_bytes)}",
+            )
+        )
+    auth = annotations.get(INGRESS_AUTH_ANNOTATION)
+    if auth is not None and auth not in INGRESS_AUTH_MODES:
+        problems.append(
+            Problem(where(INGRESS_AUTH_ANNOTATION), f'must be "none" or "token", got {quote(auth)}')
+        )
+    known = (LEGACY_SPEC_VERSIONS_ANNOTATION, MAX_EVENT_BYTES_ANNOTATION, INGRESS_AUTH_ANNOTATION)
+    for key in annotations:
+        if key.startswith(OWN_ANNOTATION_PREFIX) and key not in known:
+            problems.append(Problem(where(key), f"unknown annotation; known: {', '.join(known)}"))
+    return annotations
+
+
+def _kreference(value: object, path: str, problems: list[Problem]) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    raw = _object(value, path, problems)
+    for key in ("kind", "name"):
+        if not isinstance(raw.get(key), str) or not raw.get(key):
+            problems.append(Problem(f"{path}.{key}", "is required and must be a non-empty string"))
+    for key in ("apiVersion", "namespace"):
+        if key in raw and not isinstance(raw[key], str):
+            problems.append(Problem(f"{path}.{key}", "must be a string"))
+    return dict(raw)
+
+
+def check_immutable_broker(old: Broker, new: Broker) -> None:
+    """Knative: the broker class and ``spec.config`` cannot change (delete and re-create)."""
+    problems = []
+    if old.broker_class != new.broker_class:
+        problems.append(
+            meta.immutable_problem(
+                f"metadata.annotations[{BROKER_CLASS_ANNOTATION}]",
+                old.broker_class,
+                new.broker_class,
+                "broker",
+            )
+        )
+    if old.config != new.config:
+        problems.append(meta.immutable_problem("spec.config", old.config, new.config, "broker"))
+    if problems:
+        raise ImmutableFieldError(problems)
+
+
+def admit_broker(parsed: Broker, existing: Broker | None, *, uid: str, now: datetime) -> Broker:
+    """The broker to store (``meta.admitted``): the broker class and ``spec.config`` are immutable;
+    a change of configuration bumps the generation."""
+    if existing is not None:
+        check_immutable_broker(existing, parsed)
+    return meta.admitted(
+        parsed,
+        existing,
+        uid=uid,
+        now=now,
+        changed=lambda new, old: _broker_configuration(new) != _broker_configuration(old),
+    )
+
+
+def _broker_configuration(broker: Broker) -> tuple[dict[str, Any], dict[str, str]]:
+    # Our own annotations configure the broker the way Knative's spec.config would, so changing
+    # them is a change of configuration (a new generation), unlike labels or foreign annotations.
+    own = {k: v for k, v in broker.annotations.items() if k.startswith(OWN_ANNOTATION_PREFIX)}
+    return broker_spec_json(broker), own
+
+
+# --- JSON: the API shape and the storage item ----------------------------------------------------
+
+
+def broker_spec_json(broker: Broker) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    if broker.config is not None:
+        spec["config"] = dict(broker.config)
+    spec["delivery"] = broker.delivery.to_json()
+    return spec
+
+
+def broker_to_json(broker: Broker, status: Mapping[str, Any]) -> dict[str, Any]:
+    return meta.resource_json(API_VERSION, KIND, broker, broker_spec_json(broker), status)
+
+
+def broker_to_item(broker: Broker) -> dict[str, Any]:
+    return meta.to_item(broker, broker_spec_json(broker), KIND)
+
+
+def broker_from_item(item: Mapping[str, Any]) -> Broker:
+    """The broker ``broker_to_item`` stored; ValueError if the document does not validate."""
+    return meta.from_item(
+        item, "broker", lambda ns, body, name: parse_broker(ns, body, path_name=name)
+    )
+
+
+BROKERS: ResourceKind[Broker] = ResourceKind(
+    store_kind="broker",
+    api_version=API_VERSION,
+    kind=KIND,
+    plural="brokers",
+    parse=lambda namespace, body, name: parse_broker(namespace, body, path_name=name),
+    admit=lambda parsed, old, uid, now: admit_broker(parsed, old, uid=uid, now=now),
+    to_json=broker_to_json,
+    to_item=broker_to_item,
+    from_item=broker_from_item,
+)

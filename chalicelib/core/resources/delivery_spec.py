@@ -1,0 +1,212 @@
+"""Knative's DeliverySpec and Destination: retries, backoff, timeouts, dead-letter sink and
+subscriber URIs (``http(s)://`` or ``kafka://host:port/topic``)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from chalicelib.core.errors import Problem
+from chalicelib.core.names import quote
+from chalicelib.core.resources.durations import Duration, DurationError
+from chalicelib.core.resources.fields import json_object as _object
+from chalicelib.core.resources.fields import unknown_fields as _unknown_fields
+from chalicelib.core.resources.meta import choice as _choice
+
+BACKOFF_POLICIES = ("linear", "exponential")
+DELIVERY_FORMATS = ("json", "binary")
+# SQS caps maxReceiveCount at 1000, and the queue's redrive (the crash safety net) must sit above
+# the retry + 1 attempts the delivery function makes, with a few receives to spare for crashes.
+SQS_MAX_RECEIVE_COUNT = 1000
+CRASH_RECEIVE_MARGIN = 3
+MAX_RETRY = SQS_MAX_RECEIVE_COUNT - 1 - CRASH_RECEIVE_MARGIN
+
+
+@dataclass(frozen=True, slots=True)
+class DeliverySpec:
+    """Knative's DeliverySpec. ``None`` means the field is absent (no default applies here)."""
+
+    retry: int | None = None
+    backoff_policy: str | None = None
+    backoff_delay: Duration | None = None
+    timeout: Duration | None = None
+    retry_after_max: Duration | None = None
+    dead_letter_sink_uri: str | None = None
+    format: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.dead_letter_sink_uri is not None:
+            out["deadLetterSink"] = {"uri": self.dead_letter_sink_uri}
+        if self.retry is not None:
+            out["retry"] = self.retry
+        if self.backoff_policy is not None:
+            out["backoffPolicy"] = self.backoff_policy
+        for key, value in (
+            ("backoffDelay", self.backoff_delay),
+            ("timeout", self.timeout),
+            ("retryAfterMax", self.retry_after_max),
+        ):
+            if value is not None:
+                out[key] = value.text
+        if self.format is not None:
+            out["format"] = self.format
+        return out
+
+
+# Knative's config-br-defaults, which its webhook writes into a broker without spec.delivery.
+DEFAULT_BROKER_DELIVERY = DeliverySpec(
+    retry=10, backoff_policy="exponential", backoff_delay=Duration("PT0.2S", 0.2)
+)
+
+
+_DELIVERY_FIELDS = (
+    "deadLetterSink",
+    "retry",
+    "backoffPolicy",
+    "backoffDelay",
+    "timeout",
+    "retryAfterMax",
+    "format",
+)
+
+
+def parse_delivery(value: object, path: str, problems: list[Problem]) -> DeliverySpec:
+    raw = _object(value, path, problems)
+    _unknown_fields(raw, _DELIVERY_FIELDS, path, problems)
+    retry = raw.get("retry")
+    if retry is not None and (
+        isinstance(retry, bool) or not isinstance(retry, int) or not 0 <= retry <= MAX_RETRY
+    ):
+        problems.append(
+            Problem(
+                f"{path}.retry",
+                f"must be a whole number from 0 to {MAX_RETRY} "
+                f"(SQS allows {SQS_MAX_RECEIVE_COUNT} receives), got {quote(retry)}",
+            )
+        )
+        retry = None
+    policy = _choice(raw.get("backoffPolicy"), BACKOFF_POLICIES, f"{path}.backoffPolicy", problems)
+    delay = _duration(raw.get("backoffDelay"), f"{path}.backoffDelay", problems, allow_zero=True)
+    timeout = _duration(raw.get("timeout"), f"{path}.timeout", problems, allow_zero=False)
+    retry_after_max = _duration(
+        raw.get("retryAfterMax"), f"{path}.retryAfterMax", problems, allow_zero=True
+    )
+    sink = parse_destination(raw.get("deadLetterSink"), f"{path}.deadLetterSink", problems)
+    fmt = _choice(raw.get("format"), DELIVERY_FORMATS, f"{path}.format", problems)
+    return DeliverySpec(retry, policy, delay, timeout, retry_after_max, sink, fmt)
+
+
+def _duration(
+    value: object, path: str, problems: list[Problem], *, allow_zero: bool
+) -> Duration | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        problems.append(Problem(path, "must be an ISO-8601 duration string such as PT0.2S"))
+        return None
+    try:
+        duration = Duration.parse(value)
+    except DurationError as err:
+        problems.append(Problem(path, str(err)))
+        return None
+    if duration.seconds < 0 or (duration.seconds == 0 and not allow_zero):
+        need = "not be negative" if allow_zero else "be greater than zero"
+        problems.append(Problem(path, f"must {need}, got {quote(value)}"))
+        return None
+    return duration
+
+
+def parse_destination(
+    value: object, path: str, problems: list[Problem], *, required: bool = False
+) -> str | None:
+    """A Knative Destination, of which only the ``uri`` form is supported (no Kubernetes here to
+    resolve a ``ref``)."""
+    if value is None:
+        if required:
+            problems.append(Problem(path, "is required: give it a uri (an absolute http(s) URL)"))
+        return None
+    raw = _object(value, path, problems)
+    if "ref" in raw:
+        problems.append(
+            Problem(
+                f"{path}.ref",
+                "only uri is supported here (there is no Kubernetes to resolve a ref): "
+                "put the absolute http(s) URL of the service in uri",
+            )
+        )
+    for unsupported in ("CACerts", "audience"):
+        if unsupported in raw:
+            problems.append(Problem(f"{path}.{unsupported}", "is not supported here"))
+    _unknown_fields(raw, ("uri", "ref", "CACerts", "audience"), path, problems)
+    uri = raw.get("uri")
+    if uri is None:
+        if isinstance(value, Mapping) and "ref" not in raw:
+            problems.append(Problem(f"{path}.uri", "is required (an absolute http or https URL)"))
+        return None
+    found = uri_problems(uri, f"{path}.uri")
+    problems += found
+    return None if found else str(uri)
+
+
+def uri_problems(value: object, path: str) -> list[Problem]:
+    """Problems with ``value`` as a subscriber or dead-letter sink URL: absolute ``http``/``https``
+    with a host, and no userinfo (credentials in a URL end up in status, logs and events)."""
+    if not isinstance(value, str) or not value:
+        return [Problem(path, "must be a non-empty absolute http or https URL")]
+    if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        return [Problem(path, f"{quote(value)} must not contain spaces or control characters")]
+    try:
+        parts = urlsplit(value)
+        _ = parts.port  # raises ValueError on a bad port
+    except ValueError:
+        return [Problem(path, f"{quote(value)} is not a valid URL (check the host and port)")]
+    if parts.scheme.lower() == "kafka":
+        return kafka_uri_problems(value, path)
+    if parts.scheme.lower() not in ("http", "https"):
+        return [
+            Problem(path, f"{quote(value)} must use http or https (or kafka://host:port/topic)")
+        ]
+    if "@" in parts.netloc:
+        return [Problem(path, f"{quote(value)} must not contain user information (user:password@)")]
+    if not parts.hostname:
+        return [Problem(path, f"{quote(value)} must be absolute, with a host")]
+    return []
+
+
+_KAFKA_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+
+def kafka_uri_problems(value: str, path: str) -> list[Problem]:
+    """``kafka://host[:port]/topic`` (port 9092 when omitted): the subscriber is a Kafka topic,
+    written through a producer (DESIGN.md §10). No userinfo, query or fragment: credentials do
+    not travel in URIs, and a topic name is the whole path."""
+    parts = urlsplit(value)
+    topic = parts.path[1:]
+    if "@" in parts.netloc:
+        return [Problem(path, f"{quote(value)} must not contain user information (user:password@)")]
+    if not parts.hostname:
+        return [
+            Problem(path, f"{quote(value)} must name a bootstrap server: kafka://host:port/topic")
+        ]
+    if parts.query or parts.fragment or not _KAFKA_TOPIC.match(topic) or topic in (".", ".."):
+        return [
+            Problem(
+                path,
+                f"{quote(value)} must be kafka://host:port/topic with a Kafka topic name "
+                "(1 to 249 of letters, digits, ._-) and no query or fragment",
+            )
+        ]
+    return []
+
+
+def kafka_target(uri: str) -> tuple[str, str] | None:
+    """``(bootstrap "host:port", topic)`` of a valid ``kafka://`` URI; None for other schemes."""
+    parts = urlsplit(uri)
+    if parts.scheme.lower() != "kafka" or not parts.hostname:
+        return None
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return f"{host}:{parts.port or 9092}", parts.path[1:]

@@ -1,0 +1,204 @@
+"""What every resource kind shares: the Kubernetes envelope, names, admission (uid, generation,
+creationTimestamp), the API shape and the storage item."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any, Protocol, TypeVar
+
+from chalicelib.core.errors import Problem, ValidationError
+from chalicelib.core.names import name_problems, namespace_problems, quote
+from chalicelib.core.resources.fields import json_object, unknown_fields
+
+
+class ResourceMeta(Protocol):
+    """What every stored resource carries in its ``metadata``."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def uid(self) -> str: ...
+    @property
+    def generation(self) -> int: ...
+    @property
+    def creation_timestamp(self) -> str: ...
+    @property
+    def labels(self) -> Mapping[str, str]: ...
+    @property
+    def annotations(self) -> Mapping[str, str]: ...
+
+
+R = TypeVar("R", bound=ResourceMeta)
+
+
+def format_timestamp(moment: datetime) -> str:
+    """RFC 3339 in UTC to the second, as Kubernetes writes ``creationTimestamp``."""
+    if moment.tzinfo is None:
+        raise ValueError("timestamps must be timezone-aware")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- parsing -------------------------------------------------------------------------------------
+
+
+def envelope(
+    namespace: str, body: object, api_version: str, kind: str, problems: list[Problem]
+) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """``(metadata, spec)`` of a request body, with the problems of its envelope: the namespace,
+    the top-level fields, ``apiVersion``, ``kind`` and a body namespace that differs from the
+    path's."""
+    problems += namespace_problems(namespace, "metadata.namespace")
+    if not isinstance(body, Mapping):
+        problems.append(Problem("body", f"a {kind} must be a JSON object"))
+        return {}, {}
+    unknown_fields(body, ("apiVersion", "kind", "metadata", "spec", "status"), "", problems)
+    if body.get("apiVersion", api_version) != api_version:
+        problems.append(Problem("apiVersion", f'must be "{api_version}"'))
+    if body.get("kind", kind) != kind:
+        problems.append(Problem("kind", f'must be "{kind}"'))
+    meta = json_object(body.get("metadata"), "metadata", problems)
+    body_namespace = meta.get("namespace")
+    if body_namespace is not None and body_namespace != namespace:
+        problems.append(
+            Problem(
+                "metadata.namespace",
+                f"{quote(body_namespace)} does not match the namespace in the path "
+                f"({quote(namespace)})",
+            )
+        )
+    return meta, json_object(body.get("spec"), "spec", problems)
+
+
+def resource_name(meta: Mapping[str, Any], path_name: str | None, problems: list[Problem]) -> str:
+    """The name in the path (which a body name must match), or the body's on a POST."""
+    body_name = meta.get("name")
+    if path_name is None:
+        problems += name_problems(body_name, "metadata.name")
+        return body_name if isinstance(body_name, str) else ""
+    problems += name_problems(path_name, "metadata.name")
+    if body_name is not None and body_name != path_name:
+        problems.append(
+            Problem(
+                "metadata.name",
+                f"{quote(body_name)} does not match the name in the path ({quote(path_name)})",
+            )
+        )
+    return path_name
+
+
+def choice(
+    value: object, choices: tuple[str, ...], path: str, problems: list[Problem]
+) -> str | None:
+    if value is None:
+        return None
+    if value not in choices:
+        expected = " or ".join(f'"{c}"' for c in choices)
+        problems.append(Problem(path, f"must be {expected}, got {quote(value)}"))
+        return None
+    return str(value)
+
+
+# --- admission -----------------------------------------------------------------------------------
+
+
+def admitted(
+    parsed: R,
+    existing: R | None,
+    *,
+    uid: str,
+    now: datetime,
+    changed: Callable[[R, R], bool],
+) -> R:
+    """The resource to store: ``uid``, generation 1 and ``now`` on create; on update the stored
+    uid and creationTimestamp, and the generation bumped only when ``changed(parsed, existing)``.
+    """
+    if existing is None:
+        return replace(  # type: ignore[type-var]
+            parsed, uid=uid, generation=1, creation_timestamp=format_timestamp(now)
+        )
+    return replace(  # type: ignore[type-var]
+        parsed,
+        uid=existing.uid,
+        creation_timestamp=existing.creation_timestamp,
+        generation=existing.generation + (1 if changed(parsed, existing) else 0),
+    )
+
+
+def immutable_problem(path: str, old: object, new: object, kind: str) -> Problem:
+    return Problem(
+        path,
+        f"is immutable: it is {json.dumps(old)} and the update sets {json.dumps(new)}; "
+        f"delete and re-create the {kind} to change it",
+    )
+
+
+# --- JSON: the API shape and the storage item ----------------------------------------------------
+
+
+def resource_json(
+    api_version: str,
+    kind: str,
+    res: ResourceMeta,
+    spec: Mapping[str, Any],
+    status: Mapping[str, Any],
+) -> dict[str, Any]:
+    """A resource in the Kubernetes shape: apiVersion, kind, metadata, spec, status."""
+    metadata: dict[str, Any] = {
+        "name": res.name,
+        "namespace": res.namespace,
+        "uid": res.uid,
+        "generation": res.generation,
+        "creationTimestamp": res.creation_timestamp,
+    }
+    if res.labels:
+        metadata["labels"] = dict(res.labels)
+    if res.annotations:
+        metadata["annotations"] = dict(res.annotations)
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": metadata,
+        "spec": dict(spec),
+        "status": dict(status),
+    }
+
+
+def to_item(res: ResourceMeta, spec: Mapping[str, Any], kind: str | None = None) -> dict[str, Any]:
+    """A plain JSON-able document to store (strings, ints, lists and dicts only: no floats, so
+    DynamoDB takes it as is)."""
+    item: dict[str, Any] = {} if kind is None else {"kind": kind}
+    item.update(
+        namespace=res.namespace,
+        name=res.name,
+        uid=res.uid,
+        generation=res.generation,
+        creationTimestamp=res.creation_timestamp,
+        labels=dict(res.labels),
+        annotations=dict(res.annotations),
+        spec=dict(spec),
+    )
+    return item
+
+
+def from_item(
+    item: Mapping[str, Any], what: str, parse: Callable[[str, dict[str, Any], str], R]
+) -> R:
+    """The resource ``to_item`` stored, parsed again by ``parse(namespace, body, name)`` with its
+    identity restored; ValueError if the document does not validate."""
+    namespace, name = str(item["namespace"]), str(item["name"])
+    metadata = {"labels": item.get("labels") or {}, "annotations": item.get("annotations") or {}}
+    try:
+        parsed = parse(namespace, {"metadata": metadata, "spec": item["spec"]}, name)
+    except ValidationError as err:
+        raise ValueError(f"stored {what} {namespace}/{name} is invalid: {err.detail}") from err
+    return replace(  # type: ignore[type-var]
+        parsed,
+        uid=str(item["uid"]),
+        generation=int(item["generation"]),
+        creation_timestamp=str(item["creationTimestamp"]),
+    )

@@ -1,0 +1,189 @@
+"""The Trigger kind (eventing.knative.dev/v1): its value, validation with defaults, admission and
+JSON shapes, and the delivery that applies to it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from chalicelib.core.errors import ImmutableFieldError, Problem, ValidationError
+from chalicelib.core.names import name_problems
+from chalicelib.core.resources import meta
+from chalicelib.core.resources.broker import Broker
+from chalicelib.core.resources.delivery_spec import DeliverySpec, parse_delivery, parse_destination
+from chalicelib.core.resources.fields import json_object as _object
+from chalicelib.core.resources.fields import string_map as _string_map
+from chalicelib.core.resources.fields import unknown_fields as _unknown_fields
+from chalicelib.core.resources.kind import ResourceKind
+
+API_VERSION = "eventing.knative.dev/v1"
+KIND = "Trigger"
+DEFAULT_TRIGGER_BROKER = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class Trigger:
+    namespace: str
+    name: str
+    uid: str
+    generation: int
+    creation_timestamp: str
+    broker: str
+    subscriber_uri: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    filter_attributes: Mapping[str, str] = field(default_factory=dict)
+    filters: tuple[Any, ...] = ()  # the raw spec.filters elements, validated by core.filters
+    delivery: DeliverySpec | None = None  # None: the broker's delivery applies
+
+
+def effective_delivery(trigger: Trigger, broker: Broker | None) -> DeliverySpec:
+    """The trigger's delivery replaces the broker's whole, with no field merge (Knative spec: "If
+    a Trigger specifies any delivery options, this field MUST be ignored")."""
+    if trigger.delivery is not None:
+        return trigger.delivery
+    return broker.delivery if broker is not None else DeliverySpec()
+
+
+def parse_trigger(namespace: str, body: object, *, path_name: str | None) -> Trigger:
+    """Validate and default a Trigger body; raises ValidationError naming every problem."""
+    return _parse_trigger(namespace, body, path_name, check_filters=True)
+
+
+def _parse_trigger(
+    namespace: str, body: object, path_name: str | None, *, check_filters: bool
+) -> Trigger:
+    problems: list[Problem] = []
+    metadata, spec = meta.envelope(namespace, body, API_VERSION, KIND, problems)
+    name = meta.resource_name(metadata, path_name, problems)
+    labels = _string_map(metadata.get("labels"), "metadata.labels", problems)
+    annotations = _string_map(metadata.get("annotations"), "metadata.annotations", problems)
+    _unknown_fields(
+        spec, ("broker", "filter", "filters", "subscriber", "delivery"), "spec", problems
+    )
+    broker = spec.get("broker")
+    if broker is None:
+        broker = DEFAULT_TRIGGER_BROKER
+    else:
+        problems += name_problems(broker, "spec.broker", what="broker name")
+    attributes, filters = _trigger_filters(spec, problems, check_filters=check_filters)
+    subscriber = parse_destination(
+        spec.get("subscriber"), "spec.subscriber", problems, required=True
+    )
+    raw_delivery = spec.get("delivery")
+    delivery = (
+        None if raw_delivery is None else parse_delivery(raw_delivery, "spec.delivery", problems)
+    )
+    if problems:
+        raise ValidationError(problems)
+    assert subscriber is not None  # a missing subscriber is a problem above
+    return Trigger(
+        namespace=namespace,
+        name=name,
+        uid="",
+        generation=0,
+        creation_timestamp="",
+        broker=broker,
+        subscriber_uri=subscriber,
+        labels=labels,
+        annotations=annotations,
+        filter_attributes=attributes,
+        filters=filters,
+        delivery=delivery,
+    )
+
+
+def _trigger_filters(
+    spec: Mapping[str, Any], problems: list[Problem], *, check_filters: bool
+) -> tuple[dict[str, str], tuple[Any, ...]]:
+    raw_filter = _object(spec.get("filter"), "spec.filter", problems)
+    _unknown_fields(raw_filter, ("attributes",), "spec.filter", problems)
+    attributes = _object(raw_filter.get("attributes"), "spec.filter.attributes", problems)
+    raw_filters = spec.get("filters")
+    if raw_filters is None:
+        raw_filters = []
+    elif not isinstance(raw_filters, list):
+        problems.append(Problem("spec.filters", "must be a list of filter objects"))
+        raw_filters = []
+    found: list[Problem] = []
+    if check_filters:
+        # Imported here: core.filters may import this module for the Trigger type.
+        from chalicelib.core.filtering.filters import validate_filters
+
+        found = validate_filters(attributes, raw_filters, path="spec")
+        problems += [p for p in found if p not in problems]
+    reported = any(p.field.startswith("spec.filter.attributes") for p in found)
+    strings: dict[str, str] = {}
+    for key, value in attributes.items():
+        if isinstance(key, str) and isinstance(value, str):
+            strings[key] = value
+        elif not reported:
+            problems.append(Problem(f"spec.filter.attributes.{key}", "value must be a string"))
+    return strings, tuple(raw_filters)
+
+
+def check_immutable_trigger(old: Trigger, new: Trigger) -> None:
+    """Knative: ``spec.broker`` cannot change (delete and re-create the trigger)."""
+    if old.broker != new.broker:
+        raise ImmutableFieldError(
+            [meta.immutable_problem("spec.broker", old.broker, new.broker, "trigger")]
+        )
+
+
+def admit_trigger(parsed: Trigger, existing: Trigger | None, *, uid: str, now: datetime) -> Trigger:
+    """The trigger to store (``meta.admitted``): ``spec.broker`` is immutable; a spec change bumps
+    the generation."""
+    if existing is not None:
+        check_immutable_trigger(existing, parsed)
+    return meta.admitted(
+        parsed,
+        existing,
+        uid=uid,
+        now=now,
+        changed=lambda new, old: trigger_spec_json(new) != trigger_spec_json(old),
+    )
+
+
+def trigger_spec_json(trigger: Trigger) -> dict[str, Any]:
+    spec: dict[str, Any] = {"broker": trigger.broker}
+    attributes = dict(trigger.filter_attributes)
+    spec["filter"] = {"attributes": attributes} if attributes else {}
+    if trigger.filters:
+        spec["filters"] = list(trigger.filters)
+    spec["subscriber"] = {"uri": trigger.subscriber_uri}
+    if trigger.delivery is not None:
+        spec["delivery"] = trigger.delivery.to_json()
+    return spec
+
+
+def trigger_to_json(trigger: Trigger, status: Mapping[str, Any]) -> dict[str, Any]:
+    return meta.resource_json(API_VERSION, KIND, trigger, trigger_spec_json(trigger), status)
+
+
+def trigger_to_item(trigger: Trigger) -> dict[str, Any]:
+    return meta.to_item(trigger, trigger_spec_json(trigger), KIND)
+
+
+def trigger_from_item(item: Mapping[str, Any]) -> Trigger:
+    """The trigger ``trigger_to_item`` stored. Filters are not validated again here: they were on
+    admission, and the filter factory checks them when it builds them."""
+    return meta.from_item(
+        item,
+        "trigger",
+        lambda ns, body, name: _parse_trigger(ns, body, name, check_filters=False),
+    )
+
+
+TRIGGERS: ResourceKind[Trigger] = ResourceKind(
+    store_kind="trigger",
+    api_version=API_VERSION,
+    kind=KIND,
+    plural="triggers",
+    parse=lambda namespace, body, name: parse_trigger(namespace, body, path_name=name),
+    admit=lambda parsed, old, uid, now: admit_trigger(parsed, old, uid=uid, now=now),
+    to_json=trigger_to_json,
+    to_item=trigger_to_item,
+    from_item=trigger_from_item,
+)
