@@ -29,10 +29,10 @@ from chalicelib.services.event_types import EventTypeSample, MetricsEventTypes, 
 from chalicelib.services.ingress import Ingress
 from chalicelib.services.kafka_ingress import KafkaIngress, SourceIndex
 from chalicelib.services.kafka_sources import KafkaSourceHooks
-from chalicelib.services.resources import Resources, ResourceService
 from chalicelib.services.metrics import Metrics
 from chalicelib.services.provisioner import Provisioner
 from chalicelib.services.registry import Registry
+from chalicelib.services.resources import Resources, ResourceService
 from chalicelib.services.routing import ROUTING_KINDS, ConfigCache, load_broker_config
 from chalicelib.services.shared_sends import SharedSends
 from chalicelib.services.tokens import Tokens

@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from chalicelib.core.names import dlq_name, is_owned_queue, queue_name
-from chalicelib.core.resources.delivery_spec import CRASH_RECEIVE_MARGIN, SQS_MAX_RECEIVE_COUNT
 from chalicelib.core.resources.broker import Broker
+from chalicelib.core.resources.delivery_spec import CRASH_RECEIVE_MARGIN, SQS_MAX_RECEIVE_COUNT
 from chalicelib.core.resources.trigger import Trigger, effective_delivery
 
 REPORT_BATCH_ITEM_FAILURES = "ReportBatchItemFailures"

@@ -4,6 +4,7 @@ from typing import Any
 
 import pytest
 
+from chalicelib.core.resources.broker import parse_broker
 from chalicelib.core.resources.conditions import (
     BROKER_CONDITIONS,
     FALSE,
@@ -16,9 +17,8 @@ from chalicelib.core.resources.conditions import (
     broker_status,
     trigger_status,
 )
-from chalicelib.core.resources.durations import Duration
 from chalicelib.core.resources.delivery_spec import DeliverySpec
-from chalicelib.core.resources.broker import parse_broker
+from chalicelib.core.resources.durations import Duration
 from chalicelib.core.resources.trigger import parse_trigger
 
 T0 = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)

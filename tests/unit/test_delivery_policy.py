@@ -17,8 +17,8 @@ from chalicelib.core.delivery.policy import (
     should_dead_letter,
     visibility_timeout_for,
 )
-from chalicelib.core.resources.durations import Duration
 from chalicelib.core.resources.delivery_spec import DeliverySpec
+from chalicelib.core.resources.durations import Duration
 
 NOW = datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC)
 

@@ -42,9 +42,7 @@ def broker(name: str = "orders", **spec: Any) -> Any:
     body: dict[str, Any] = {"metadata": {"name": name, "annotations": spec.pop("annotations", {})}}
     if spec:
         body["spec"] = spec
-    return admit_broker(
-        parse_broker("shop", body, path_name=name), None, uid="u1", now=T0
-    )
+    return admit_broker(parse_broker("shop", body, path_name=name), None, uid="u1", now=T0)
 
 
 def trigger(name: str = "audit", **spec: Any) -> Any:
@@ -52,9 +50,7 @@ def trigger(name: str = "audit", **spec: Any) -> Any:
         "metadata": {"name": name},
         "spec": {"broker": "orders", "subscriber": {"uri": "https://sub.example/in"}, **spec},
     }
-    return admit_trigger(
-        parse_trigger("shop", body, path_name=name), None, uid="u2", now=T0
-    )
+    return admit_trigger(parse_trigger("shop", body, path_name=name), None, uid="u2", now=T0)
 
 
 def seen(t: str, *sources: str, dct: str | None = None, count: int | None = None) -> list[Any]:

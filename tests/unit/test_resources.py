@@ -8,11 +8,32 @@ from typing import Any
 import pytest
 
 from chalicelib.core.errors import ImmutableFieldError, ValidationError
-from chalicelib.core.resources.durations import Duration
-from chalicelib.core.resources.broker import BROKER_CLASS_ANNOTATION, DEFAULT_MAX_EVENT_BYTES, MAX_EVENT_BYTES_ANNOTATION, Broker, admit_broker, broker_from_item, broker_to_item, broker_to_json, check_immutable_broker, ingress_url, parse_broker
+from chalicelib.core.resources.broker import (
+    BROKER_CLASS_ANNOTATION,
+    DEFAULT_MAX_EVENT_BYTES,
+    MAX_EVENT_BYTES_ANNOTATION,
+    Broker,
+    admit_broker,
+    broker_from_item,
+    broker_to_item,
+    broker_to_json,
+    check_immutable_broker,
+    ingress_url,
+    parse_broker,
+)
 from chalicelib.core.resources.delivery_spec import DEFAULT_BROKER_DELIVERY, DeliverySpec
-from chalicelib.core.resources.trigger import Trigger, admit_trigger, check_immutable_trigger, effective_delivery, parse_trigger, trigger_from_item, trigger_to_item, trigger_to_json
+from chalicelib.core.resources.durations import Duration
 from chalicelib.core.resources.meta import format_timestamp
+from chalicelib.core.resources.trigger import (
+    Trigger,
+    admit_trigger,
+    check_immutable_trigger,
+    effective_delivery,
+    parse_trigger,
+    trigger_from_item,
+    trigger_to_item,
+    trigger_to_json,
+)
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
 DELETE = object()
@@ -439,9 +460,7 @@ def test_broker_generation(path: str, value: object, bump: int) -> None:
 
 
 def test_broker_config_is_immutable() -> None:
-    old = admit_broker(
-        parse_broker("default", BROKER, path_name=None), None, uid="u", now=NOW
-    )
+    old = admit_broker(parse_broker("default", BROKER, path_name=None), None, uid="u", now=NOW)
     body = patched(BROKER, "spec.config", {"kind": "ConfigMap", "name": "c"})
     new = parse_broker("default", body, path_name=None)
     with pytest.raises(ImmutableFieldError) as err:
@@ -479,9 +498,7 @@ def test_trigger_broker_is_immutable() -> None:
     ],
 )
 def test_trigger_generation(path: str, value: object, bump: int) -> None:
-    first = admit_trigger(
-        parse_trigger("default", TRIGGER, path_name=None), None, uid="u", now=NOW
-    )
+    first = admit_trigger(parse_trigger("default", TRIGGER, path_name=None), None, uid="u", now=NOW)
     assert (first.uid, first.generation) == ("u", 1)
     parsed = parse_trigger("default", patched(TRIGGER, path, value), path_name=None)
     second = admit_trigger(parsed, first, uid="v", now=NOW)
@@ -520,17 +537,13 @@ def test_trigger_delivery_replaces_the_brokers_whole() -> None:
 def _stored_broker() -> Broker:
     body = patched(BROKER, "metadata.labels", {"team": "a"})
     body = patched(body, "spec.config", {"apiVersion": "v1", "kind": "ConfigMap", "name": "c"})
-    return admit_broker(
-        parse_broker("ns", body, path_name=None), None, uid="u-1", now=NOW
-    )
+    return admit_broker(parse_broker("ns", body, path_name=None), None, uid="u-1", now=NOW)
 
 
 def _stored_trigger(**spec: Any) -> Trigger:
     body = copy.deepcopy(TRIGGER)
     body["spec"].update(spec)
-    return admit_trigger(
-        parse_trigger("ns", body, path_name=None), None, uid="u-2", now=NOW
-    )
+    return admit_trigger(parse_trigger("ns", body, path_name=None), None, uid="u-2", now=NOW)
 
 
 def test_broker_json() -> None:
@@ -606,9 +619,7 @@ def _no_floats(value: object) -> bool:
 def test_broker_storage_round_trip(broker_delivery: object) -> None:
     body = patched(BROKER, "spec.delivery", broker_delivery)
     body = patched(body, f"metadata.annotations[{MAX_EVENT_BYTES_ANNOTATION}]", "2048")
-    broker = admit_broker(
-        parse_broker("ns", body, path_name=None), None, uid="u", now=NOW
-    )
+    broker = admit_broker(parse_broker("ns", body, path_name=None), None, uid="u", now=NOW)
     item = json.loads(json.dumps(broker_to_item(broker)))
     assert _no_floats(item)
     assert broker_from_item(item) == broker

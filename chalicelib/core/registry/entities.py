@@ -26,9 +26,9 @@ from chalicelib.core.archive import rfc3339
 from chalicelib.core.registry.protocols import DEFAULTS, HTTP
 from chalicelib.core.registry.validation import CLOUDEVENTS, GENERATED_PREFIX
 from chalicelib.core.resources.broker import Broker
+from chalicelib.core.resources.broker import ingress_url as broker_ingress_url
 from chalicelib.core.resources.delivery_spec import DeliverySpec
 from chalicelib.core.resources.trigger import Trigger, effective_delivery
-from chalicelib.core.resources.broker import ingress_url as broker_ingress_url
 
 SPECVERSION = "1.0-rc4"
 CONTROL_PLANE_ID = f"{GENERATED_PREFIX}controlplane"
