@@ -6,6 +6,8 @@ import hashlib
 import hmac
 import secrets
 
+STORE_KIND = "token"  # the ResourceStore kind of a token record
+
 
 def new_token() -> str:
     return "sbt_" + secrets.token_urlsafe(32)

@@ -40,11 +40,10 @@ from chalicelib.ports import Archive, Blobs, OutgoingMessage, Queues, ResourceSt
 from chalicelib.services.claims import INLINE_LIMIT
 from chalicelib.services.ingress import Ingress, TtlExceededError
 from chalicelib.services.metrics import Metrics
+from chalicelib.services.resources import Resources
 from chalicelib.services.routing import BrokerConfig, ConfigCache
 
 log = logging.getLogger("broker.kafka_ingress")
-
-SOURCE_KIND = "kafkasource"
 
 
 @dataclass(frozen=True)
@@ -113,8 +112,8 @@ class SourceIndex:
 
     def _load(self) -> None:
         sources: dict[tuple[str, str], ks.KafkaSource] = {}
-        for item in self._store.list(SOURCE_KIND):
-            source = ks.from_item(item.doc["resource"])
+        for stored in Resources(self._store, ks.KAFKA_SOURCES).list():
+            source = stored.resource
             sources[(source.cluster_id, source.topic)] = source
         with self._lock:
             self._sources, self._loaded_at = sources, self._clock()

@@ -41,11 +41,11 @@ from chalicelib.core.registry.view import (
     render_versions,
     stored_entity,
 )
-from chalicelib.core.resources.broker import Broker, broker_from_item
-from chalicelib.core.resources.trigger import trigger_from_item
+from chalicelib.core.resources.broker import BROKERS, Broker
+from chalicelib.core.resources.trigger import TRIGGERS
 from chalicelib.ports import ResourceStore, StoredItem
 from chalicelib.services.event_types import SAMPLE_KIND, sample_types
-from chalicelib.services.routing import BROKER, TRIGGER
+from chalicelib.services.resources import Resources
 
 log = logging.getLogger("broker.registry")
 
@@ -65,6 +65,8 @@ class Registry:
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self._store = store
+        self._brokers = Resources(store, BROKERS)
+        self._triggers = Resources(store, TRIGGERS)
         self._base = settings.public_url
         self._signed = not settings.local_mode
         self._registryid = f"{APP_NAME}-{settings.stage}"
@@ -159,17 +161,14 @@ class Registry:
     # ---- entities -------------------------------------------------------------------------------
 
     def _all(self) -> list[Entity]:
-        brokers = {
-            (b.namespace, b.name): b
-            for b in (broker_from_item(s.doc["resource"]) for s in self._store.list(BROKER))
-        }
+        brokers = {(s.namespace, s.name): s.resource for s in self._brokers.list()}
         seen = reg.summarize(self._observed(self._store.list(SAMPLE_KIND), self._metrics_types()))
         definitions = [reg.control_plane_definition(self._base, self._signed, "")]
         definitions += [
             reg.broker_definition(b, self._base, seen.get(key, ())) for key, b in brokers.items()
         ]
-        for item in self._store.list(TRIGGER):
-            t = trigger_from_item(item.doc["resource"])
+        for stored in self._triggers.list():
+            t = stored.resource
             broker = brokers.get((t.namespace, t.broker))
             definitions.append(reg.trigger_definition(t, broker, self._base))
         stamps = {s.name: s for s in self._store.list(KIND, STAMPS)}
@@ -200,15 +199,14 @@ class Registry:
                 broker, self._base, seen.get((ref.namespace, ref.broker), ())
             )
         if ref.kind == "trigger":
-            item = self._store.get(TRIGGER, ref.namespace, ref.trigger)
-            trigger = trigger_from_item(item.doc["resource"]) if item else None
-            if trigger is not None and trigger.broker == ref.broker:
-                return reg.trigger_definition(trigger, broker, self._base)
+            found = self._triggers.get(ref.namespace, ref.trigger)
+            if found is not None and found.resource.broker == ref.broker:
+                return reg.trigger_definition(found.resource, broker, self._base)
         raise NotFoundError(f"endpoint {endpoint_id!r} does not exist")
 
     def _broker(self, namespace: str, name: str) -> Broker | None:
-        item = self._store.get(BROKER, namespace, name)
-        return broker_from_item(item.doc["resource"]) if item else None
+        found = self._brokers.get(namespace, name)
+        return found.resource if found else None
 
     def _message(self, endpoint_id: str, message_id: str) -> MessageEntity:
         m = self._one(endpoint_id).message(message_id)

@@ -17,16 +17,15 @@ from chalicelib.core import names
 from chalicelib.core.errors import UnavailableError
 from chalicelib.core.filtering.filter_index import TriggerIndex
 from chalicelib.core.filtering.filters import Filter, build_filter
-from chalicelib.core.resources.broker import Broker, broker_from_item
+from chalicelib.core.resources.broker import BROKERS, Broker
 from chalicelib.core.resources.delivery_spec import DeliverySpec
-from chalicelib.core.resources.trigger import Trigger, effective_delivery, trigger_from_item
+from chalicelib.core.resources.trigger import TRIGGERS, Trigger, effective_delivery
+from chalicelib.core.tokens import STORE_KIND as TOKEN
 from chalicelib.ports import ResourceStore
+from chalicelib.services.resources import Resources
 
-BROKER = "broker"
-TRIGGER = "trigger"
-TOKEN = "token"
 # What load_broker_config reads: the kinds whose writes must reach the ConfigCache's epoch.
-ROUTING_KINDS = frozenset({BROKER, TRIGGER, TOKEN})
+ROUTING_KINDS = frozenset({BROKERS.store_kind, TRIGGERS.store_kind, TOKEN})
 MAX_ENTRIES = 10_000  # brokers per container's cache; names are ≤ 63 characters each
 
 
@@ -64,11 +63,6 @@ class BrokerConfig:
         return None
 
 
-def trigger_is_provisioned(doc: dict[str, object]) -> bool:
-    state = doc.get("state")
-    return isinstance(state, dict) and bool(state.get("provisioned_at"))
-
-
 _FILTERS: dict[tuple[str, str, str, int], Filter] = {}
 _FILTERS_LOCK = threading.Lock()
 
@@ -90,13 +84,13 @@ def _compiled_filter(trigger: Trigger) -> Filter:
 def load_broker_config(
     store: ResourceStore, queue_prefix: str, namespace: str, name: str
 ) -> BrokerConfig | None:
-    item = store.get(BROKER, namespace, name)
-    if item is None:
+    stored_broker = Resources(store, BROKERS).get(namespace, name)
+    if stored_broker is None:
         return None
-    broker = broker_from_item(item.doc["resource"])
+    broker = stored_broker.resource
     routes: list[Route] = []
-    for stored in store.list(TRIGGER, namespace):
-        trigger: Trigger = trigger_from_item(stored.doc["resource"])
+    for stored in Resources(store, TRIGGERS).list(namespace):
+        trigger = stored.resource
         if trigger.broker != name:
             continue
         routes.append(
@@ -109,7 +103,7 @@ def load_broker_config(
                 subscriber_uri=trigger.subscriber_uri,
                 delivery=effective_delivery(trigger, broker),
                 filter=_compiled_filter(trigger),
-                ready=trigger_is_provisioned(dict(stored.doc)),
+                ready=bool(stored.state.get("provisioned_at")),
             )
         )
     hashes: tuple[str, ...] = ()

@@ -13,9 +13,11 @@ from typing import Any
 from chalicelib.core import tokens
 from chalicelib.core.clock import utcnow
 from chalicelib.core.errors import ConflictError, NotFoundError
-from chalicelib.core.resources.broker import broker_from_item
+from chalicelib.core.resources.broker import BROKERS
+from chalicelib.core.tokens import STORE_KIND as TOKEN
 from chalicelib.ports import ResourceStore
-from chalicelib.services.routing import BROKER, TOKEN, ConfigCache
+from chalicelib.services.resources import Resources
+from chalicelib.services.routing import ConfigCache
 
 # Tokens a broker may hold at once (rotation needs two; a hundred covers one per producer team).
 # Without a bound every create added to what each list, revoke-all and config load reads: a
@@ -35,8 +37,8 @@ class Tokens:
         self._clock = clock
 
     def _broker_uid(self, namespace: str, broker: str) -> str | None:
-        item = self._store.get(BROKER, namespace, broker)
-        return broker_from_item(item.doc["resource"]).uid if item else None
+        stored = Resources(self._store, BROKERS).get(namespace, broker)
+        return stored.resource.uid if stored else None
 
     def _require_broker(self, namespace: str, broker: str) -> str:
         uid = self._broker_uid(namespace, broker)
