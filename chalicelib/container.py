@@ -15,7 +15,6 @@ from chalicelib.ports import (
     Archive,
     Blobs,
     HttpSender,
-    KafkaMappings,
     KafkaPublisher,
     Mappings,
     Queues,
@@ -201,16 +200,10 @@ class Container:
         )
 
     @cached_property
-    def kafka_mappings(self) -> KafkaMappings:
-        from chalicelib.adapters.kafka_mappings import LambdaKafkaMappings
-
-        return LambdaKafkaMappings(self.clients)
-
-    @cached_property
     def kafka_source_hooks(self) -> KafkaSourceHooks:
         sources = Resources(self.store, KAFKA_SOURCES)
         return KafkaSourceHooks(
-            sources, self.control_plane.brokers, self.kafka_mappings, self.queues, self.settings
+            sources, self.control_plane.brokers, self.provisioner, self.queues, self.settings
         )
 
     @cached_property

@@ -116,9 +116,17 @@ class MappingInfo:
 
 
 class Mappings(Protocol):
-    """Lambda event source mappings (SQS → function)."""
+    """Lambda event source mappings, both families: SQS queue → delivery function, and Kafka
+    topic (self-managed or MSK) → kafka_ingress function. One UUID space: ``set_enabled`` and
+    ``delete`` take either kind."""
 
-    def list(self, function_name: str) -> builtins.list[MappingInfo]: ...
+    def list(self, function_name: str) -> builtins.list[MappingInfo]:
+        """The function's SQS mappings."""
+        ...
+
+    def list_kafka(self, function_name: str) -> builtins.list[KafkaMappingInfo]:
+        """The function's Kafka mappings (none that Lambda is deleting)."""
+        ...
 
     def create(
         self,
@@ -129,7 +137,14 @@ class Mappings(Protocol):
         function_response_types: Sequence[str],
     ) -> MappingInfo: ...
 
+    def create_kafka(self, spec: KafkaMappingSpec, enabled: bool) -> KafkaMappingInfo: ...
+
     def set_enabled(self, uuid: str, enabled: bool) -> None: ...
+
+    def update_kafka(self, uuid: str, spec: KafkaMappingSpec, enabled: bool) -> None:
+        """Batch size, access configurations, failure destination and state; the rest of a
+        mapping (cluster, topic, consumer group, starting position) cannot change."""
+        ...
 
     def delete(self, uuid: str) -> None: ...
 
@@ -167,21 +182,6 @@ class HttpSender(Protocol):
 
 
 # ---- Kafka (DESIGN.md §10) ---------------------------------------------------------------------
-
-
-class KafkaMappings(Protocol):
-    """Lambda event source mappings that read a Kafka topic (self-managed Kafka or MSK)."""
-
-    def list(self, function_name: str) -> builtins.list[KafkaMappingInfo]: ...
-
-    def create(self, spec: KafkaMappingSpec, enabled: bool) -> KafkaMappingInfo: ...
-
-    def update(self, uuid: str, spec: KafkaMappingSpec, enabled: bool) -> None:
-        """Batch size, access configurations, failure destination and state; the rest of a
-        mapping (cluster, topic, consumer group, starting position) cannot change."""
-        ...
-
-    def delete(self, uuid: str) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""KafkaMappings on Lambda event source mappings for self-managed Kafka and Amazon MSK.
+"""Kafka event source mappings (self-managed Kafka and Amazon MSK) as Lambda's API spells them.
 
 Requests carry exactly what the spec says; answers are read back into a KafkaMappingSpec so the
 control plane compares desired and observed with ``==``.
@@ -8,11 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.adapters.aws_clients import AwsClients
-from chalicelib.adapters.aws_errors import translated
 from chalicelib.core.resources.kafka_source import KafkaMappingInfo, KafkaMappingSpec
 
-_ENABLED = {"Enabled", "Enabling", "Creating", "Updating"}
+ENABLED_STATES = {"Enabled", "Enabling", "Creating", "Updating"}
 
 
 def create_request(spec: KafkaMappingSpec, enabled: bool) -> dict[str, Any]:
@@ -33,11 +31,11 @@ def create_request(spec: KafkaMappingSpec, enabled: bool) -> dict[str, Any]:
             "Endpoints": {"KAFKA_BOOTSTRAP_SERVERS": list(spec.bootstrap_servers)}
         }
         request["SelfManagedKafkaEventSourceConfig"] = group
-    request.update(_mutable(spec))
+    request.update(mutable_fields(spec))
     return request
 
 
-def _mutable(spec: KafkaMappingSpec) -> dict[str, Any]:
+def mutable_fields(spec: KafkaMappingSpec) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if spec.access:
         out["SourceAccessConfigurations"] = [{"Type": t, "URI": u} for t, u in spec.access]
@@ -77,60 +75,13 @@ def spec_of(m: dict[str, Any]) -> KafkaMappingSpec | None:
     )
 
 
-class LambdaKafkaMappings:
-    def __init__(self, clients: AwsClients) -> None:
-        self._clients = clients
-
-    @property
-    def _lambda(self) -> Any:
-        return self._clients.client("lambda")
-
-    def list(self, function_name: str) -> list[KafkaMappingInfo]:
-        found: list[KafkaMappingInfo] = []
-        kwargs: dict[str, Any] = {"FunctionName": function_name}
-        with translated(f"list Kafka mappings of {function_name}"):
-            while True:
-                out = self._lambda.list_event_source_mappings(**kwargs)
-                for m in out.get("EventSourceMappings", []):
-                    info = _info(m)
-                    if info is not None:
-                        found.append(info)
-                if not out.get("NextMarker"):
-                    break
-                kwargs["Marker"] = out["NextMarker"]
-        return sorted(found, key=lambda i: (i.spec.cluster_id, i.spec.topic, i.uuid))
-
-    def create(self, spec: KafkaMappingSpec, enabled: bool) -> KafkaMappingInfo:
-        with translated(f"create Kafka mapping {spec.topic} -> {spec.function_name}"):
-            out = self._lambda.create_event_source_mapping(**create_request(spec, enabled))
-        info = _info(out)
-        return info if info is not None else KafkaMappingInfo(str(out["UUID"]), spec, enabled)
-
-    def update(self, uuid: str, spec: KafkaMappingSpec, enabled: bool) -> None:
-        request: dict[str, Any] = {
-            "UUID": uuid,
-            "BatchSize": spec.batch_size,
-            "Enabled": enabled,
-            # Empty values clear what the spec no longer has.
-            "SourceAccessConfigurations": [],
-            "DestinationConfig": {"OnFailure": {}},
-        }
-        request.update(_mutable(spec))
-        with translated(f"update Kafka mapping {uuid}"):
-            self._lambda.update_event_source_mapping(**request)
-
-    def delete(self, uuid: str) -> None:
-        with translated(f"delete Kafka mapping {uuid}"):
-            self._lambda.delete_event_source_mapping(UUID=uuid)
-
-
 def _function_name(arn: str) -> str:
     """``arn:aws:lambda:region:account:function:name[:qualifier]`` -> name."""
     return arn.split(":")[6] if arn.startswith("arn:") else arn
 
 
-def _info(m: dict[str, Any]) -> KafkaMappingInfo | None:
+def kafka_info(m: dict[str, Any]) -> KafkaMappingInfo | None:
     spec = spec_of(m)
     if spec is None or m.get("State") == "Deleting":  # going away: neither keep nor delete it
         return None
-    return KafkaMappingInfo(str(m["UUID"]), spec, m.get("State", "Enabled") in _ENABLED)
+    return KafkaMappingInfo(str(m["UUID"]), spec, m.get("State", "Enabled") in ENABLED_STATES)

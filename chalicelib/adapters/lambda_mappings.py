@@ -1,13 +1,20 @@
-"""Mappings on Lambda event source mappings (SQS → function)."""
+"""Mappings on Lambda event source mappings: SQS queues and Kafka topics (DESIGN.md §4, §10)."""
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from chalicelib.adapters.aws_clients import AwsClients
 from chalicelib.adapters.aws_errors import translated
+from chalicelib.adapters.kafka_mappings import (
+    ENABLED_STATES,
+    create_request,
+    kafka_info,
+    mutable_fields,
+)
+from chalicelib.core.resources.kafka_source import KafkaMappingInfo, KafkaMappingSpec
 from chalicelib.ports import MappingInfo
 
 
@@ -19,17 +26,21 @@ class LambdaMappings:
     def _lambda(self) -> Any:
         return self._clients.client("lambda")
 
-    def list(self, function_name: str) -> builtins.list[MappingInfo]:
-        result: builtins.list[MappingInfo] = []
+    def _listed(self, function_name: str) -> Iterator[dict[str, Any]]:
         kwargs: dict[str, Any] = {"FunctionName": function_name}
         with translated(f"list mappings of {function_name}"):
             while True:
                 out = self._lambda.list_event_source_mappings(**kwargs)
-                result.extend(_info(m, function_name) for m in out.get("EventSourceMappings", []))
+                yield from out.get("EventSourceMappings", [])
                 if not out.get("NextMarker"):
                     break
                 kwargs["Marker"] = out["NextMarker"]
-        return sorted(result, key=lambda m: (m.source_arn, m.uuid))
+
+    # ---- SQS ----------------------------------------------------------------------------------
+
+    def list(self, function_name: str) -> builtins.list[MappingInfo]:
+        found = [_info(m, function_name) for m in self._listed(function_name)]
+        return sorted(found, key=lambda m: (m.source_arn, m.uuid))
 
     def create(
         self,
@@ -45,7 +56,7 @@ class LambdaMappings:
                 FunctionName=function_name,
                 BatchSize=batch_size,
                 Enabled=enabled,
-                FunctionResponseTypes=list(function_response_types),
+                FunctionResponseTypes=builtins.list(function_response_types),
             )
         return _info(out, function_name)
 
@@ -53,18 +64,44 @@ class LambdaMappings:
         with translated(f"update mapping {uuid}"):
             self._lambda.update_event_source_mapping(UUID=uuid, Enabled=enabled)
 
+    # ---- Kafka --------------------------------------------------------------------------------
+
+    def list_kafka(self, function_name: str) -> builtins.list[KafkaMappingInfo]:
+        found = [i for i in map(kafka_info, self._listed(function_name)) if i is not None]
+        return sorted(found, key=lambda i: (i.spec.cluster_id, i.spec.topic, i.uuid))
+
+    def create_kafka(self, spec: KafkaMappingSpec, enabled: bool) -> KafkaMappingInfo:
+        with translated(f"create Kafka mapping {spec.topic} -> {spec.function_name}"):
+            out = self._lambda.create_event_source_mapping(**create_request(spec, enabled))
+        info = kafka_info(out)
+        return info if info is not None else KafkaMappingInfo(str(out["UUID"]), spec, enabled)
+
+    def update_kafka(self, uuid: str, spec: KafkaMappingSpec, enabled: bool) -> None:
+        request: dict[str, Any] = {
+            "UUID": uuid,
+            "BatchSize": spec.batch_size,
+            "Enabled": enabled,
+            # Empty values clear what the spec no longer has.
+            "SourceAccessConfigurations": [],
+            "DestinationConfig": {"OnFailure": {}},
+        }
+        request.update(mutable_fields(spec))
+        with translated(f"update Kafka mapping {uuid}"):
+            self._lambda.update_event_source_mapping(**request)
+
+    # ---- both ---------------------------------------------------------------------------------
+
     def delete(self, uuid: str) -> None:
         with translated(f"delete mapping {uuid}"):
             self._lambda.delete_event_source_mapping(UUID=uuid)
 
 
 def _info(m: dict[str, Any], function_name: str) -> MappingInfo:
-    state = m.get("State", "Enabled")
     return MappingInfo(
         uuid=m["UUID"],
         source_arn=m.get("EventSourceArn", ""),
         function_name=m.get("FunctionArn", function_name).rsplit(":", 1)[-1],
-        enabled=state in {"Enabled", "Enabling", "Creating", "Updating"},
+        enabled=m.get("State", "Enabled") in ENABLED_STATES,
         batch_size=int(m.get("BatchSize", 10)),
         function_response_types=tuple(m.get("FunctionResponseTypes", ())),
     )

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from chalicelib.core.names import dlq_name, is_owned_queue, queue_name
 from chalicelib.core.resources.broker import Broker
 from chalicelib.core.resources.delivery_spec import CRASH_RECEIVE_MARGIN, SQS_MAX_RECEIVE_COUNT
+from chalicelib.core.resources.kafka_source import KafkaAction
 from chalicelib.core.resources.trigger import Trigger, effective_delivery
 
 REPORT_BATCH_ITEM_FAILURES = "ReportBatchItemFailures"
@@ -176,9 +177,25 @@ class DeleteMapping:
         return f"delete mapping {self.queue_name} → {self.function_name} ({self.uuid})"
 
 
+# Every provisioning action, of every kind: one executor (services/provisioner.py) applies them.
 Action = (
-    CreateQueue | SetQueueAttributes | DeleteQueue | CreateMapping | EnableMapping | DeleteMapping
+    CreateQueue
+    | SetQueueAttributes
+    | DeleteQueue
+    | CreateMapping
+    | EnableMapping
+    | DeleteMapping
+    | KafkaAction
 )
+
+
+def queue_of(action: Action) -> str | None:
+    """The trigger queue an action changes (itself, or its mapping's); None for Kafka's."""
+    if isinstance(action, CreateQueue | SetQueueAttributes | DeleteQueue):
+        return action.name
+    if isinstance(action, CreateMapping | EnableMapping | DeleteMapping):
+        return action.queue_name
+    return None
 
 
 # --- planning ------------------------------------------------------------------------------------

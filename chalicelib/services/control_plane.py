@@ -100,7 +100,7 @@ class ControlPlane:
         )
         actions = reconcile.plan(desired, self.provisioner.observe())
         done = self.provisioner.execute(actions)
-        touched = {a.queue_name if hasattr(a, "queue_name") else a.name for a in actions}
+        touched = {reconcile.queue_of(a) for a in actions}
         for stored in items:
             trigger = stored.resource
             broker = brokers.get((trigger.namespace, trigger.broker))

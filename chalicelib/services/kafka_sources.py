@@ -5,7 +5,6 @@ exists, planned by ``kafka_source.plan_mappings``."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -23,7 +22,8 @@ from chalicelib.core.errors import (
 from chalicelib.core.reconcile import RETENTION_SECONDS
 from chalicelib.core.resources import kafka_source as ks
 from chalicelib.core.resources.broker import Broker, ingress_url
-from chalicelib.ports import KafkaMappings, Queues, ReceivedMessage
+from chalicelib.ports import Queues, ReceivedMessage
+from chalicelib.services.provisioner import Provisioner
 from chalicelib.services.resources import Hooks, Resources, Stored
 
 log = logging.getLogger("broker.kafka_sources")
@@ -31,7 +31,6 @@ log = logging.getLogger("broker.kafka_sources")
 PEEK_VISIBILITY = 30
 MAX_LIST = 1000
 FAILURE_QUEUE_ATTRIBUTES = {"MessageRetentionPeriod": str(RETENTION_SECONDS)}
-KafkaAction = ks.KafkaAction
 
 
 class KafkaSourceHooks(Hooks[ks.KafkaSource]):
@@ -42,14 +41,14 @@ class KafkaSourceHooks(Hooks[ks.KafkaSource]):
         self,
         sources: Resources[ks.KafkaSource],
         brokers: Resources[Broker],
-        mappings: KafkaMappings,
+        provisioner: Provisioner,
         queues: Queues,
         settings: Settings,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.sources = sources
         self._brokers = brokers
-        self._mappings = mappings
+        self._provisioner = provisioner
         self._queues = queues
         self._function = settings.kafka_function
         self._prefix = settings.queue_prefix
@@ -73,7 +72,7 @@ class KafkaSourceHooks(Hooks[ks.KafkaSource]):
 
     def removing(self, stored: Stored[ks.KafkaSource]) -> dict[str, Any]:
         source = stored.resource
-        self._execute(ks.plan_mappings(None, False, self._found(source)))
+        self._provisioner.execute(ks.plan_mappings(None, False, self._found(source)))
         queue = ks.failure_queue_name(self._prefix, source.namespace, source.name)
         pending = self._queues.depth(queue) if self._queues.get(queue) else 0
         self._queues.delete(queue)
@@ -139,7 +138,7 @@ class KafkaSourceHooks(Hooks[ks.KafkaSource]):
             info = self._queues.get(queue) or self._queues.create(queue, FAILURE_QUEUE_ATTRIBUTES)
             desired = ks.desired_mapping(source, self._function, info.arn)
             found = self._found(source)
-            self._execute(ks.plan_mappings(desired, self._broker_exists(source), found))
+            self._provisioner.execute(ks.plan_mappings(desired, self._broker_exists(source), found))
         except BrokerError as exc:
             log.warning(
                 "provisioning kafkasource %s/%s failed: %s", source.namespace, source.name, exc
@@ -152,20 +151,9 @@ class KafkaSourceHooks(Hooks[ks.KafkaSource]):
     def _found(self, source: ks.KafkaSource) -> list[ks.KafkaMappingInfo]:
         return [
             m
-            for m in self._mappings.list(self._function)
+            for m in self._provisioner.kafka_mappings(self._function)
             if (m.spec.cluster_id, m.spec.topic) == (source.cluster_id, source.topic)
         ]
-
-    def _execute(self, actions: list[KafkaAction]) -> list[str]:
-        for action in actions:
-            if isinstance(action, ks.DeleteKafkaMapping):
-                with contextlib.suppress(NotFoundError):  # already gone
-                    self._mappings.delete(action.uuid)
-            elif isinstance(action, ks.UpdateKafkaMapping):
-                self._mappings.update(action.uuid, action.spec, action.enabled)
-            else:
-                self._mappings.create(action.spec, action.enabled)
-        return [a.describe() for a in actions]
 
     def reconcile_all(self) -> list[str]:
         """The scheduled repair: every source's mapping as planned (enabled while its broker
@@ -175,10 +163,10 @@ class KafkaSourceHooks(Hooks[ks.KafkaSource]):
         sources = [s.resource for s in items]
         wanted = {(s.cluster_id, s.topic) for s in sources}
         orphans = [
-            m for m in self._mappings.list(self._function)
+            m for m in self._provisioner.kafka_mappings(self._function)
             if (m.spec.cluster_id, m.spec.topic) not in wanted
         ]  # fmt: skip
-        done += self._execute(ks.plan_mappings(None, False, orphans))
+        done += self._provisioner.execute(ks.plan_mappings(None, False, orphans))
         for stored in items:
             try:
                 self._provision(stored)

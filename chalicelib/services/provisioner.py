@@ -1,5 +1,6 @@
-"""Observes the queues and mappings that exist, and executes reconcile plans through the ports
-(STYLE.md habit 8: the plan is pure, this is the executor)."""
+"""Observes the queues and mappings that exist, and executes provisioning plans of every kind
+(``reconcile.Action``) through the ports (STYLE.md habit 8: the plan is pure, this is the
+executor)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from chalicelib.core.reconcile import (
     SetQueueAttributes,
     TriggerKey,
 )
+from chalicelib.core.resources import kafka_source as ks
 from chalicelib.ports import Mappings, Queues
 
 
@@ -68,6 +70,9 @@ class Provisioner:
             mappings = [m for m in mappings if m.queue_name in wanted]
         return ObservedState(tuple(queues), tuple(mappings))
 
+    def kafka_mappings(self, function_name: str) -> list[ks.KafkaMappingInfo]:
+        return self._mappings.list_kafka(function_name)
+
     def queue_names(self, key: TriggerKey) -> tuple[str, str]:
         return _queue_names(self.config.prefix, key)
 
@@ -101,9 +106,13 @@ class Provisioner:
             )
         elif isinstance(action, EnableMapping):
             self._mappings.set_enabled(action.uuid, True)
-        elif isinstance(action, DeleteMapping):
+        elif isinstance(action, DeleteMapping | ks.DeleteKafkaMapping):
             with contextlib.suppress(NotFoundError):  # already gone: the goal is met
                 self._mappings.delete(action.uuid)
+        elif isinstance(action, ks.CreateKafkaMapping):
+            self._mappings.create_kafka(action.spec, action.enabled)
+        elif isinstance(action, ks.UpdateKafkaMapping):
+            self._mappings.update_kafka(action.uuid, action.spec, action.enabled)
         else:  # pragma: no cover - the Action union is closed
             raise TypeError(f"unknown action {action!r}")
 

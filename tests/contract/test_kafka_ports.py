@@ -1,6 +1,6 @@
-"""The Kafka ports' contract, on the in-memory fakes and on the real adapters: KafkaMappings on
-Lambda (the embedded moto server, taught Kafka mappings as local mode does) and KafkaPublisher on
-kafka-python against a real Kafka-protocol broker (Tansu)."""
+"""The Kafka ports' contract, on the in-memory fakes and on the real adapters: Kafka mappings
+on Lambda (the embedded moto server, taught Kafka mappings as local mode does) and KafkaPublisher
+on kafka-python against a real Kafka-protocol broker (Tansu)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from brokerctl.kafka_local import LocalKafka, allow_kafka_mappings_in_moto
 from chalicelib.core.cloudevents.kafka_binding import KafkaRecord
 from chalicelib.core.errors import NotFoundError
 from chalicelib.core.resources.kafka_source import KafkaMappingSpec
-from tests.fakes import MemoryKafkaMappings, RecordingPublisher
+from tests.fakes import MemoryMappings, RecordingPublisher
 
 # kafka-python 3.0 imports its protocol schemas with a deprecated importlib.resources call.
 pytestmark = pytest.mark.filterwarnings(r"ignore:\w+ is deprecated. Use files\(\) instead")
@@ -32,15 +32,15 @@ SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:sb/kafka/orders-A
 @pytest.fixture(params=["memory", "aws"])
 def kafka_mappings(request: pytest.FixtureRequest) -> Any:
     if request.param == "memory":
-        return MemoryKafkaMappings(), "fn-kafka"
+        return MemoryMappings(), "fn-kafka"
     from brokerctl.bootstrap import bootstrap
-    from chalicelib.adapters.kafka_mappings import LambdaKafkaMappings
+    from chalicelib.adapters.lambda_mappings import LambdaMappings
 
     allow_kafka_mappings_in_moto()
     settings = request.getfixturevalue("aws_settings")
     clients = request.getfixturevalue("aws_clients")
     bootstrap(settings, clients, say=lambda line: None)
-    return LambdaKafkaMappings(clients), settings.kafka_function
+    return LambdaMappings(clients), settings.kafka_function
 
 
 def _spec(function: str, **kw: Any) -> KafkaMappingSpec:
@@ -58,17 +58,17 @@ def _spec(function: str, **kw: Any) -> KafkaMappingSpec:
 
 
 def _mine(mappings: Any, function: str, uuid_: str) -> list[Any]:
-    return [m for m in mappings.list(function) if m.uuid == uuid_]
+    return [m for m in mappings.list_kafka(function) if m.uuid == uuid_]
 
 
 def test_self_managed_mapping_lifecycle(kafka_mappings: Any) -> None:
     mappings, function = kafka_mappings
     spec = _spec(function)
-    created = mappings.create(spec, True)
+    created = mappings.create_kafka(spec, True)
     [listed] = _mine(mappings, function, created.uuid)
     assert listed.spec == spec and listed.enabled
     changed = replace(spec, batch_size=7, access=(), on_failure=None)
-    mappings.update(created.uuid, changed, False)
+    mappings.update_kafka(created.uuid, changed, False)
     [listed] = _mine(mappings, function, created.uuid)
     assert listed.spec == changed and not listed.enabled
     mappings.delete(created.uuid)
@@ -83,7 +83,7 @@ def test_self_managed_mapping_lifecycle(kafka_mappings: Any) -> None:
 def test_msk_mapping_round_trip(kafka_mappings: Any) -> None:
     mappings, function = kafka_mappings
     spec = _spec(function, bootstrap_servers=(), cluster_arn=MSK, starting_position="LATEST")
-    created = mappings.create(spec, True)
+    created = mappings.create_kafka(spec, True)
     [listed] = _mine(mappings, function, created.uuid)
     assert listed.spec == spec and listed.spec.cluster_id == MSK
     mappings.delete(created.uuid)

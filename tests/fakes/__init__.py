@@ -8,7 +8,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from chalicelib.core.errors import ConflictError, NotFoundError
@@ -257,8 +257,12 @@ class MemoryQueues:
 
 
 class MemoryMappings:
+    """Lambda's event source mappings: SQS (one per queue and function) and Kafka (one per
+    consumer group and cluster), in one UUID space."""
+
     def __init__(self) -> None:
         self._mappings: dict[str, MappingInfo] = {}
+        self.kafka: dict[str, Any] = {}
 
     def list(self, function_name: str) -> list[MappingInfo]:
         found = [m for m in self._mappings.values() if m.function_name == function_name]
@@ -290,12 +294,33 @@ class MemoryMappings:
         m = self._mappings.get(uuid_)
         if m is None:
             raise NotFoundError(f"mapping {uuid_} does not exist")
-        from dataclasses import replace
-
         self._mappings[uuid_] = replace(m, enabled=enabled)
 
+    def list_kafka(self, function_name: str) -> list[Any]:
+        found = [m for m in self.kafka.values() if m.spec.function_name == function_name]
+        return sorted(found, key=lambda m: (m.spec.cluster_id, m.spec.topic, m.uuid))
+
+    def create_kafka(self, spec: Any, enabled: bool) -> Any:
+        from chalicelib.core.resources.kafka_source import KafkaMappingInfo
+
+        for m in self.kafka.values():
+            same_group = (m.spec.cluster_id, m.spec.consumer_group)
+            if same_group == (spec.cluster_id, spec.consumer_group) and m.spec.topic == spec.topic:
+                raise ConflictError("the mapping already exists")
+        info = KafkaMappingInfo(str(uuid.uuid4()), spec, enabled)
+        self.kafka[info.uuid] = info
+        return info
+
+    def update_kafka(self, uuid_: str, spec: Any, enabled: bool) -> None:
+        m = self.kafka.get(uuid_)
+        if m is None:
+            raise NotFoundError(f"mapping {uuid_} does not exist")
+        if spec.identity != m.spec.identity:
+            raise ValueError("Lambda cannot change a mapping's cluster, topic, group or position")
+        self.kafka[uuid_] = replace(m, spec=spec, enabled=enabled)
+
     def delete(self, uuid_: str) -> None:
-        if self._mappings.pop(uuid_, None) is None:
+        if self._mappings.pop(uuid_, None) is None and self.kafka.pop(uuid_, None) is None:
             raise NotFoundError(f"mapping {uuid_} does not exist")
 
 
@@ -367,42 +392,6 @@ class ScriptedSender:
         self.sent.append(SentRequest(url, dict(headers), body, timeout))
         i = next(self._counter)
         return self._answers[min(i, len(self._answers) - 1)]
-
-
-class MemoryKafkaMappings:
-    """Lambda's Kafka event source mappings: one mapping per consumer group and cluster."""
-
-    def __init__(self) -> None:
-        self.mappings: dict[str, Any] = {}
-
-    def list(self, function_name: str) -> list[Any]:
-        found = [m for m in self.mappings.values() if m.spec.function_name == function_name]
-        return sorted(found, key=lambda m: (m.spec.cluster_id, m.spec.topic, m.uuid))
-
-    def create(self, spec: Any, enabled: bool) -> Any:
-        from chalicelib.core.resources.kafka_source import KafkaMappingInfo
-
-        for m in self.mappings.values():
-            same_group = (m.spec.cluster_id, m.spec.consumer_group)
-            if same_group == (spec.cluster_id, spec.consumer_group) and m.spec.topic == spec.topic:
-                raise ConflictError("the mapping already exists")
-        info = KafkaMappingInfo(str(uuid.uuid4()), spec, enabled)
-        self.mappings[info.uuid] = info
-        return info
-
-    def update(self, uuid_: str, spec: Any, enabled: bool) -> None:
-        from dataclasses import replace
-
-        m = self.mappings.get(uuid_)
-        if m is None:
-            raise NotFoundError(f"mapping {uuid_} does not exist")
-        if spec.identity != m.spec.identity:
-            raise ValueError("Lambda cannot change a mapping's cluster, topic, group or position")
-        self.mappings[uuid_] = replace(m, spec=spec, enabled=enabled)
-
-    def delete(self, uuid_: str) -> None:
-        if self.mappings.pop(uuid_, None) is None:
-            raise NotFoundError(f"mapping {uuid_} does not exist")
 
 
 @dataclass

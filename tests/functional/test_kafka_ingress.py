@@ -16,7 +16,6 @@ from chalicelib.container import use_container
 from chalicelib.core.errors import UnavailableError
 from chalicelib.core.resources import kafka_source as ks
 from chalicelib.ports import HttpResponse
-from tests.fakes import MemoryKafkaMappings
 from tests.functional.harness import Harness
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kafka"
@@ -33,7 +32,6 @@ def fixture(name: str) -> dict[str, Any]:
 
 def harness(*, broker: bool = True) -> Harness:
     h = Harness(HttpResponse(202, {}, b""))
-    h.container.kafka_mappings = MemoryKafkaMappings()  # type: ignore[misc]
     if broker:
         h.broker()
         h.trigger("all")

@@ -15,7 +15,6 @@ from brokerctl.dev import scheduled_event
 from chalicelib.container import use_container
 from chalicelib.core.resources import kafka_source as ks
 from chalicelib.ports import HttpResponse, OutgoingMessage
-from tests.fakes import MemoryKafkaMappings
 from tests.functional.harness import Harness
 
 KS = "/apis/sources.knative.dev/v1/namespaces/ns/kafkasources"
@@ -27,7 +26,6 @@ CA = "arn:aws:secretsmanager:us-east-1:123456789012:secret:sb/kafka/ca-XyZ123"
 @pytest.fixture
 def h() -> Iterator[Harness]:
     h = Harness(HttpResponse(202, {}, b""))
-    h.container.kafka_mappings = MemoryKafkaMappings()  # type: ignore[misc]
     use_container(h.container)
     yield h
     use_container(None)
@@ -68,7 +66,7 @@ def conditions(doc: dict[str, Any]) -> dict[str, tuple[str, str | None]]:
 
 
 def mappings(h: Harness) -> list[ks.KafkaMappingInfo]:
-    return h.container.kafka_mappings.list(h.settings.kafka_function)
+    return h.mappings.list_kafka(h.settings.kafka_function)
 
 
 def test_create_self_managed_source_provisions_mapping_and_failure_queue(
@@ -248,8 +246,8 @@ def test_reconciler_removes_orphan_mappings_and_restores_missing_ones(
     call(client, "post", KS, body())
     [mapping] = mappings(h)
     orphan = ks.KafkaMappingSpec(h.settings.kafka_function, "gone", "g", "LATEST", ("x:9092",))
-    h.container.kafka_mappings.create(orphan, True)
-    h.container.kafka_mappings.delete(mapping.uuid)
+    h.mappings.create_kafka(orphan, True)
+    h.mappings.delete(mapping.uuid)
     reconciler(scheduled_event(h.settings.region), None)
     [restored] = mappings(h)
     assert restored.spec == mapping.spec and restored.enabled
