@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from chalicelib.core.errors import ImmutableFieldError, Problem, ValidationError
+from chalicelib.core.filtering.filters import validate_filters
 from chalicelib.core.names import name_problems
 from chalicelib.core.resources import meta
 from chalicelib.core.resources.broker import Broker
@@ -109,9 +110,6 @@ def _trigger_filters(
         raw_filters = []
     found: list[Problem] = []
     if check_filters:
-        # Imported here: core.filters may import this module for the Trigger type.
-        from chalicelib.core.filtering.filters import validate_filters
-
         found = validate_filters(attributes, raw_filters, path="spec")
         problems += [p for p in found if p not in problems]
     reported = any(p.field.startswith("spec.filter.attributes") for p in found)
