@@ -9,10 +9,11 @@ from typing import Any
 
 from chalice.app import Chalice, ChaliceUnhandledError, IAMAuthorizer, Request, Response
 
+from chalicelib import http_ingress
 from chalicelib.config import APP_NAME, Settings
 from chalicelib.container import get_container
 from chalicelib.http_errors import error_response, json_response, with_problem_body
-from chalicelib.services.http_input import parse_limit
+from chalicelib.services.http_input import parse_json_body, parse_limit
 
 app = Chalice(app_name=APP_NAME)
 # API Gateway passes bodies of these media types to Lambda base64-encoded, so binary event data
@@ -73,8 +74,6 @@ def _request() -> tuple[dict[str, str], bytes]:
 
 
 def _json_body() -> Any:
-    from chalicelib.services.http_input import parse_json_body
-
     return parse_json_body(_request()[1])
 
 
@@ -143,11 +142,7 @@ def metrics() -> Response:
 @_route("/{namespace}/{broker}", ALL_METHODS, public=True)
 def ingress(namespace: str, broker: str) -> Response:
     headers, body = _request()
-    result = get_container().ingress.handle_http(_method(), namespace, broker, headers, body)
-    out: dict[str, str | list[str]] = dict(result.headers)
-    # Text, not bytes: Chalice hands a bytes body of a non-binary type to Lambda as it is, and the
-    # runtime cannot serialise it (API Gateway would answer 502). Ingress answers are JSON or empty.
-    return Response(body=result.body.decode("utf-8"), status_code=result.status, headers=out)
+    return http_ingress.answer(get_container().ingress, _method(), namespace, broker, headers, body)
 
 
 # ---- the API's own description -------------------------------------------------------------------

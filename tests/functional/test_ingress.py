@@ -61,10 +61,9 @@ def test_unknown_broker_is_404_but_malformed_is_400_first(h: Harness) -> None:
 
 
 def test_methods_and_options(h: Harness) -> None:
-    svc = h.container.ingress
-    r = svc.handle_http("GET", "ns", "default", {}, b"")
+    r = h.request("GET", {}, b"")
     assert r.status == 405 and r.headers["Allow"] == "POST, OPTIONS"
-    r = svc.handle_http("OPTIONS", "ns", "default", {}, b"")
+    r = h.request("OPTIONS", {}, b"")
     assert r.status == 200
     assert r.headers["WebHook-Allowed-Origin"] == "*"
     assert r.headers["WebHook-Allowed-Rate"] == "*"
