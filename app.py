@@ -103,9 +103,9 @@ def _route(path: str, methods: list[str], *, public: bool = False) -> Callable[[
 
 @app.middleware("http")
 def errors_as_problems(event: Request, get_response: Callable[[Request], Response]) -> Response:
-    """The one place an HTTP request's errors become answers: a BrokerError is its problem
-    document; anything else is an opaque 500 problem, logged with its correlation id; Chalice's
-    own error answers (405 for a method a route lacks) are reshaped as problem+json."""
+    """What escapes a view becomes an answer here: a BrokerError its problem document, anything
+    else an opaque 500 problem logged with its correlation id; Chalice's own error answers (405
+    for a method a route lacks) are reshaped as problem+json."""
     try:
         return with_problem_body(get_response(event))
     except Exception as exc:

@@ -1,11 +1,4 @@
-"""HTTP client for the broker's API: where it is, how requests are signed, what errors mean.
-
-The endpoint comes from ``--url``, then ``BROKERCTL_URL``, then the local default; the namespace
-from ``-n``, then ``BROKERCTL_NAMESPACE``, then ``default``. Control-plane requests are SigV4-signed
-(service ``execute-api``) when asked to, or when the host is an API Gateway execute-api host,
-because the deployed control plane uses IAM authorization (DESIGN.md §5). Data-plane requests are
-never signed: the ingress has no IAM authorizer, and its own bearer tokens use ``Authorization``.
-"""
+"""HTTP client for the broker's API: where it is, how requests are signed, what errors mean."""
 
 from __future__ import annotations
 
@@ -84,6 +77,10 @@ def resolve_target(
     sigv4: bool = False,
     environ: Mapping[str, str] = os.environ,
 ) -> Target:
+    """The endpoint from ``--url``, ``BROKERCTL_URL``, then the local default; the namespace from
+    ``-n``, ``BROKERCTL_NAMESPACE``, then ``default``. The control plane is SigV4-signed when asked
+    to or when the host is an execute-api host: deployed, it uses IAM authorization (DESIGN.md §5).
+    """
     base = (url or environ.get("BROKERCTL_URL") or DEFAULT_URL).rstrip("/")
     parts = urlsplit(base)
     if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -209,6 +206,7 @@ class BrokerClient:
             ) from None
 
     def send_event(self, path: str, headers: Mapping[str, str], body: bytes) -> httpx.Response:
+        # Never signed: the ingress has no IAM authorizer; its bearer tokens use Authorization.
         response = self._send("POST", path, content=body, headers=dict(headers), auth=None)
         raise_for_problem(response)
         return response

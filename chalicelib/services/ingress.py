@@ -1,5 +1,6 @@
 """Ingress: decode a request's events, then store each in the queue of every matching ready
-trigger (DESIGN.md §2.1). Nothing is accepted before it is stored."""
+trigger (DESIGN.md §2.1). Nothing is accepted before it is stored; the producer retries a refusal
+(duplicates are allowed, loss is not)."""
 
 from __future__ import annotations
 
