@@ -9,10 +9,11 @@ from typing import Any
 
 from chalice.app import Chalice, ChaliceUnhandledError, IAMAuthorizer, Request, Response
 
+from chalicelib import http_ingress
 from chalicelib.config import APP_NAME, Settings
 from chalicelib.container import get_container
 from chalicelib.http_errors import error_response, json_response, with_problem_body
-from chalicelib.services.http_input import parse_limit
+from chalicelib.services.http_input import parse_json_body, parse_limit
 from chalicelib.services.resources import ResourceService
 
 app = Chalice(app_name=APP_NAME)
@@ -74,8 +75,6 @@ def _request() -> tuple[dict[str, str], bytes]:
 
 
 def _json_body() -> Any:
-    from chalicelib.services.http_input import parse_json_body
-
     return parse_json_body(_request()[1])
 
 
@@ -105,9 +104,9 @@ def _route(path: str, methods: list[str], *, public: bool = False) -> Callable[[
 
 @app.middleware("http")
 def errors_as_problems(event: Request, get_response: Callable[[Request], Response]) -> Response:
-    """The one place an HTTP request's errors become answers: a BrokerError is its problem
-    document; anything else is an opaque 500 problem, logged with its correlation id; Chalice's
-    own error answers (405 for a method a route lacks) are reshaped as problem+json."""
+    """What escapes a view becomes an answer here: a BrokerError its problem document, anything
+    else an opaque 500 problem logged with its correlation id; Chalice's own error answers (405
+    for a method a route lacks) are reshaped as problem+json."""
     try:
         return with_problem_body(get_response(event))
     except Exception as exc:
@@ -144,11 +143,7 @@ def metrics() -> Response:
 @_route("/{namespace}/{broker}", ALL_METHODS, public=True)
 def ingress(namespace: str, broker: str) -> Response:
     headers, body = _request()
-    result = get_container().ingress.handle_http(_method(), namespace, broker, headers, body)
-    out: dict[str, str | list[str]] = dict(result.headers)
-    # Text, not bytes: Chalice hands a bytes body of a non-binary type to Lambda as it is, and the
-    # runtime cannot serialise it (API Gateway would answer 502). Ingress answers are JSON or empty.
-    return Response(body=result.body.decode("utf-8"), status_code=result.status, headers=out)
+    return http_ingress.answer(get_container().ingress, _method(), namespace, broker, headers, body)
 
 
 # ---- the API's own description -------------------------------------------------------------------

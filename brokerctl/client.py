@@ -1,20 +1,12 @@
-"""HTTP client for the broker's API: where it is, how requests are signed, what errors mean.
-
-The endpoint comes from ``--url``, then ``BROKERCTL_URL``, then the local default; the namespace
-from ``-n``, then ``BROKERCTL_NAMESPACE``, then ``default``. Control-plane requests are SigV4-signed
-(service ``execute-api``) when asked to, or when the host is an API Gateway execute-api host,
-because the deployed control plane uses IAM authorization (DESIGN.md §5). Data-plane requests are
-never signed: the ingress has no IAM authorizer, and its own bearer tokens use ``Authorization``.
-"""
+"""HTTP client for the broker's API: where it is, how requests are signed, what errors mean."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -85,6 +77,10 @@ def resolve_target(
     sigv4: bool = False,
     environ: Mapping[str, str] = os.environ,
 ) -> Target:
+    """The endpoint from ``--url``, ``BROKERCTL_URL``, then the local default; the namespace from
+    ``-n``, ``BROKERCTL_NAMESPACE``, then ``default``. The control plane is SigV4-signed when asked
+    to or when the host is an execute-api host: deployed, it uses IAM authorization (DESIGN.md §5).
+    """
     base = (url or environ.get("BROKERCTL_URL") or DEFAULT_URL).rstrip("/")
     parts = urlsplit(base)
     if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -104,20 +100,13 @@ class SigV4Auth(httpx.Auth):
 
     Signed headers are ``host``, ``content-type`` and the ``x-amz-*`` the signer adds; the rest
     (user-agent, connection, ...) may be changed by proxies and is left out of the signature.
-    The clock is a parameter so the signature can be checked at a fixed time.
     """
 
     requires_request_body = True
 
-    def __init__(
-        self,
-        credentials: Any,
-        region: str,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-    ) -> None:
+    def __init__(self, credentials: Any, region: str) -> None:
         self._credentials = credentials
         self._region = region
-        self._clock = clock
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         for name, value in self.sign(request).items():
@@ -125,7 +114,7 @@ class SigV4Auth(httpx.Auth):
         yield request
 
     def sign(self, request: httpx.Request) -> dict[str, str]:
-        from botocore.auth import SIGV4_TIMESTAMP
+        # Imported when signing: most runs talk to the local broker and never need botocore.
         from botocore.auth import SigV4Auth as BotocoreSigV4
         from botocore.awsrequest import AWSRequest
 
@@ -135,13 +124,7 @@ class SigV4Auth(httpx.Auth):
         aws = AWSRequest(
             method=request.method, url=str(request.url), data=request.content, headers=headers
         )
-        signer = BotocoreSigV4(self._credentials, "execute-api", self._region)
-        # botocore's add_auth reads the wall clock itself; these are its steps with our clock.
-        aws.context["timestamp"] = self._clock().strftime(SIGV4_TIMESTAMP)
-        signer._modify_request_before_signing(aws)
-        canonical = signer.canonical_request(aws)
-        signature = signer.signature(signer.string_to_sign(aws, canonical), aws)
-        signer._inject_signature_to_request(aws, signature)
+        BotocoreSigV4(self._credentials, "execute-api", self._region).add_auth(aws)
         wanted = ("Authorization", "X-Amz-Date", "X-Amz-Security-Token")
         return {k: aws.headers[k] for k in wanted if k in aws.headers}
 
@@ -223,6 +206,7 @@ class BrokerClient:
             ) from None
 
     def send_event(self, path: str, headers: Mapping[str, str], body: bytes) -> httpx.Response:
+        # Never signed: the ingress has no IAM authorizer; its bearer tokens use Authorization.
         response = self._send("POST", path, content=body, headers=dict(headers), auth=None)
         raise_for_problem(response)
         return response

@@ -4,13 +4,15 @@ API Gateway emulation (LocalGateway), so handlers see real API Gateway proxy eve
 from __future__ import annotations
 
 import base64
+import json
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from chalicelib.problems import PROBLEM_TYPE, no_route_problem, problem_document
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -68,10 +70,6 @@ MAX_BODY_BYTES = 10 * 1024 * 1024
 def _content_length(value: str | None) -> int | tuple[int, dict[str, str], bytes]:
     """The body's length, or the answer when it cannot be read: 400 for a Content-Length that is
     not a number, 413 over API Gateway's 10 MiB."""
-    import json
-
-    from chalicelib.problems import PROBLEM_TYPE, problem_document
-
     text = (value or "0").strip()
     if not (text.isascii() and text.isdigit() and len(text) <= 12):
         doc = problem_document(400, "Bad request", "Content-Length is not a number", "bad-request")
@@ -117,12 +115,8 @@ def _requests_per_thread(app: Any) -> None:
 def chalice_dispatcher(
     app: Any, stage: str = "local"
 ) -> Callable[[str, str, dict[str, str], bytes], tuple[int, dict[str, str], bytes]]:
-    import json
-
     from chalice.config import Config
     from chalice.local import LocalGateway, LocalGatewayException, RouteMatcher
-
-    from chalicelib.problems import PROBLEM_TYPE, no_route_problem
 
     _requests_per_thread(app)
     gateway = LocalGateway(app, Config(chalice_stage=stage, config_from_disk={}))
@@ -171,7 +165,3 @@ class AppServer:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
-
-
-def stderr_line(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)

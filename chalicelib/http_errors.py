@@ -1,5 +1,5 @@
-"""Chalice responses for problem documents and JSON bodies, and the answers of the one error
-middleware (``app.errors_as_problems``)."""
+"""Chalice responses: problem documents, JSON bodies, and what ``app.errors_as_problems`` answers
+for an exception or for one of Chalice's own error answers."""
 
 from __future__ import annotations
 

@@ -1,15 +1,15 @@
-"""The domain error tree. Adapters translate infrastructure errors into these; the HTTP layer maps
-them to status codes in exactly one place (``chalicelib/http_errors.py``).
+"""The domain error tree. Adapters translate infrastructure errors into these;
+``chalicelib/problems.py`` maps them to HTTP.
 
     BrokerError
-    ├── ValidationError          400  (problems: every field that is wrong, reported at once)
-    │   └── ImmutableFieldError  422
-    ├── UnauthorizedError        401
-    ├── NotFoundError            404
-    ├── MethodNotAllowedError    405
-    ├── ConflictError            409  (already exists, or a stale generation)
-    ├── PayloadTooLargeError     413
-    └── UnavailableError         503  (infrastructure failed; the caller may retry)
+    ├── ValidationError          every field that is wrong, reported at once
+    │   └── ImmutableFieldError  a field that cannot change after create
+    ├── UnauthorizedError
+    ├── NotFoundError
+    ├── MethodNotAllowedError
+    ├── ConflictError            already exists, or a stale generation
+    ├── PayloadTooLargeError
+    └── UnavailableError         infrastructure failed; the caller may retry
 """
 
 from __future__ import annotations

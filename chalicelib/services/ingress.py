@@ -1,13 +1,12 @@
-"""Ingress: decode and validate, match triggers, store in every matching trigger's queue, then
-answer (DESIGN.md §2.1). Nothing is acknowledged before it is stored; on a storage failure the
-answer is 503 and the producer retries (duplicates are allowed, loss is not)."""
+"""Ingress: decode a request's events, then store each in the queue of every matching ready
+trigger (DESIGN.md §2.1). Nothing is accepted before it is stored; the producer retries a refusal
+(duplicates are allowed, loss is not)."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 from chalicelib.core import archive, names, tokens
@@ -18,7 +17,6 @@ from chalicelib.core.cloudevents.json_format import dumps_utf8
 from chalicelib.core.cloudevents.sqs_message import ClaimCheck, passthrough_headers
 from chalicelib.core.errors import (
     BrokerError,
-    MethodNotAllowedError,
     NotFoundError,
     PayloadTooLargeError,
     Problem,
@@ -28,7 +26,7 @@ from chalicelib.core.errors import (
 )
 from chalicelib.core.resources.broker import DEFAULT_MAX_EVENT_BYTES
 from chalicelib.ports import Archive, OutgoingMessage, QueueSender
-from chalicelib.problems import PROBLEM_TYPE, problem_of, status_of
+from chalicelib.problems import status_of
 from chalicelib.services.archiver import Archiver
 from chalicelib.services.claims import INLINE_LIMIT, SQS_MAX_BYTES, Claims
 from chalicelib.services.metrics import Metrics, status_class
@@ -37,15 +35,14 @@ from chalicelib.services.routing import BrokerConfig, ConfigCache, Route
 TTL_ATTRIBUTE = "knativebrokerttl"
 ARRIVAL_ATTRIBUTE = "knativearrivaltime"
 DEFAULT_TTL = 255
-ALLOW = "POST, OPTIONS"
 SEND_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
-class HttpResult:
-    status: int
-    headers: dict[str, str] = field(default_factory=dict)
-    body: bytes = b""
+class Accepted:
+    """A request whose events are all stored: their ids, in the request's order."""
+
+    ids: tuple[str, ...]
 
 
 class TtlExceededError(ValidationError):
@@ -78,52 +75,45 @@ class Ingress:
         # to the store at most once a minute per broker, never once per event.
         self._observe = observe
 
-    # ---- HTTP ---------------------------------------------------------------------------------
+    # ---- a producer's request -----------------------------------------------------------------
 
-    def handle_http(
-        self, method: str, namespace: str, broker: str, headers: Mapping[str, str], body: bytes
-    ) -> HttpResult:
+    def accept(
+        self, namespace: str, broker: str, headers: Mapping[str, str], body: bytes
+    ) -> Accepted:
+        """Store the events of one request (headers with lower-case names, the body's bytes), or
+        raise the BrokerError that refuses it, after recording the refusal."""
         try:
-            return self._handle_http(method, namespace, broker, headers, body)
+            return self._accept(namespace, broker, headers, body)
         finally:
             self._metrics.flush()
 
-    def _handle_http(
-        self, method: str, namespace: str, broker: str, headers: Mapping[str, str], body: bytes
-    ) -> HttpResult:
+    def refuse(self, namespace: str, broker: str, reason: str, error: BrokerError) -> BrokerError:
+        """Record a request refused before it reached ``accept`` (a method other than POST), and
+        return ``error`` to answer it with."""
+        try:
+            return self._refused(namespace, broker, reason, error)
+        finally:
+            self._metrics.flush()
+
+    def _accept(
+        self, namespace: str, broker: str, headers: Mapping[str, str], body: bytes
+    ) -> Accepted:
         started = time.perf_counter()
-        method = method.upper()
-        if method == "OPTIONS":
-            return HttpResult(
-                200,
-                {"Allow": ALLOW, "WebHook-Allowed-Origin": "*", "WebHook-Allowed-Rate": "*"},
-            )
-        if method != "POST":
-            return self._problem(
-                namespace,
-                broker,
-                MethodNotAllowedError(f"{method} is not allowed here; send events with POST"),
-                "method_not_allowed",
-            )
         path_problems = names.name_problems(namespace, "path.namespace", what="namespace") + (
             names.name_problems(broker, "path.broker", what="broker")
         )
         if path_problems:
-            return self._problem(namespace, broker, ValidationError(path_problems), "bad_path")
+            raise self._refused(namespace, broker, "bad_path", ValidationError(path_problems))
         try:
             config = self._cache.get(namespace, broker)
         except BrokerError as exc:
-            return self._problem(namespace, broker, exc, "unavailable")
+            raise self._refused(namespace, broker, "unavailable", exc) from None
         limit = config.max_event_bytes if config else DEFAULT_MAX_EVENT_BYTES
         if len(body) > limit:
-            return self._problem(
-                namespace,
-                broker,
-                PayloadTooLargeError(
-                    f"the event is {len(body)} bytes; this broker accepts {limit}"
-                ),
-                "too_large",
+            too_large = PayloadTooLargeError(
+                f"the event is {len(body)} bytes; this broker accepts {limit}"
             )
+            raise self._refused(namespace, broker, "too_large", too_large)
         try:
             events = codec.decode_http(
                 headers,
@@ -132,38 +122,27 @@ class Ingress:
                 limits=codec.Limits(max_body_bytes=limit),
             )
         except PayloadTooLargeError as exc:
-            return self._problem(namespace, broker, exc, "too_large")
+            raise self._refused(namespace, broker, "too_large", exc) from None
         except ValidationError as exc:
-            return self._problem(namespace, broker, exc, "invalid_event")
+            raise self._refused(namespace, broker, "invalid_event", exc) from None
         if config is None:
-            return self._problem(
-                namespace,
-                broker,
-                NotFoundError(f'broker "{namespace}/{broker}" does not exist'),
-                "unknown_broker",
-                events,
-            )
+            unknown = NotFoundError(f'broker "{namespace}/{broker}" does not exist')
+            raise self._refused(namespace, broker, "unknown_broker", unknown, events)
         if config.auth == "token" and not tokens.verify(
             tokens.bearer(headers.get("authorization")) or "", config.token_hashes
         ):
-            return self._problem(
-                namespace,
-                broker,
-                UnauthorizedError(
-                    "this broker requires a bearer token (Authorization: Bearer ...)"
-                ),
-                "unauthorized",
-                events,
-                {"WWW-Authenticate": 'Bearer realm="broker"'},
+            unauthorized = UnauthorizedError(
+                "this broker requires a bearer token (Authorization: Bearer ...)"
             )
+            raise self._refused(namespace, broker, "unauthorized", unauthorized, events)
         try:
             self.ingest(config, events, passthrough_headers(headers))
         except TtlExceededError as exc:
-            return self._problem(namespace, broker, exc, "ttl_exceeded", events)
+            raise self._refused(namespace, broker, "ttl_exceeded", exc, events) from None
         except UnavailableError as exc:
-            return self._problem(namespace, broker, exc, "unavailable", events)
+            raise self._refused(namespace, broker, "unavailable", exc, events) from None
         except ValidationError as exc:
-            return self._problem(namespace, broker, exc, "invalid_event", events)
+            raise self._refused(namespace, broker, "invalid_event", exc, events) from None
         dims = {"namespace": namespace, "broker": broker, "response_code_class": "2xx"}
         self._metrics.count("event_count", dims, len(events) or 1)
         self._metrics.latency(
@@ -171,7 +150,7 @@ class Ingress:
             {"namespace": namespace, "broker": broker},
             (time.perf_counter() - started) * 1000,
         )
-        return HttpResult(202, {"Allow": ALLOW})
+        return Accepted(tuple(e.id for e in events))
 
     # ---- the shared path (HTTP, replies, Kafka) ------------------------------------------------
 
@@ -274,31 +253,19 @@ class Ingress:
         # The archiver retries, then counts and logs what it could not write.
         self._archiver.write(records)
 
-    # ---- answers ------------------------------------------------------------------------------
+    # ---- refusals -----------------------------------------------------------------------------
 
-    def _problem(
+    def _refused(
         self,
         namespace: str,
         broker: str,
-        exc: BrokerError,
         reason: str,
+        error: BrokerError,
         events: Sequence[CloudEvent] = (),
-        extra: Mapping[str, str] | None = None,
-    ) -> HttpResult:
-        status = status_of(exc)
-        headers = {"Content-Type": PROBLEM_TYPE, "Allow": ALLOW, **(extra or {})}
-        self._record_rejection(namespace, broker, status, reason, exc.detail, events)
-        return HttpResult(status, headers, json.dumps(problem_of(exc)).encode())
-
-    def _record_rejection(
-        self,
-        namespace: str,
-        broker: str,
-        status: int,
-        reason: str,
-        detail: str,
-        events: Sequence[CloudEvent],
-    ) -> None:
+    ) -> BrokerError:
+        # The metric and the archive name the status the producer is answered with (Knative's
+        # response_code_class), so they ask the one error-to-HTTP mapping for it.
+        status = status_of(error)
         self._metrics.count(
             "event_count",
             {"namespace": namespace, "broker": broker, "response_code_class": status_class(status)},
@@ -309,12 +276,13 @@ class Ingress:
             broker,
             status,
             reason,
-            detail,
+            error.detail,
             self._clock(),
             event_type=first.type if first else None,
             event_source=first.source if first else None,
         )
         self._archive_quietly([archive.encode_line(record)])
+        return error
 
 
 def _batches(bodies: list[str]) -> list[list[str]]:

@@ -69,12 +69,18 @@ def _captured(target_url: str, auth: httpx.Auth | None, credentials=None):
     return client, seen
 
 
-def _botocore_reference(request: httpx.Request, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+def _fix_botocore_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """botocore's signer reads the wall clock; in these tests it reads FIXED."""
+    import botocore.auth
+
+    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: FIXED.replace(tzinfo=None))
+
+
+def _botocore_reference(request: httpx.Request) -> dict[str, str]:
     """The same request signed by botocore's stock SigV4Auth.add_auth with the clock fixed."""
     import botocore.auth
     from botocore.awsrequest import AWSRequest
 
-    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: FIXED.replace(tzinfo=None))
     aws = AWSRequest(
         method=request.method,
         url=str(request.url),
@@ -86,7 +92,8 @@ def _botocore_reference(request: httpx.Request, monkeypatch: pytest.MonkeyPatch)
 
 
 def test_sigv4_matches_botocore(monkeypatch: pytest.MonkeyPatch):
-    signer = SigV4Auth(CREDENTIALS, "eu-west-1", clock=lambda: FIXED)
+    _fix_botocore_clock(monkeypatch)
+    signer = SigV4Auth(CREDENTIALS, "eu-west-1")
     client, seen = _captured(API, signer)
     body = {"metadata": {"name": "orders"}, "spec": {"delivery": {"retry": 3}}}
     client.put(client.path("brokers", "orders"), body)
@@ -101,13 +108,14 @@ def test_sigv4_matches_botocore(monkeypatch: pytest.MonkeyPatch):
     ), auth
     assert request.headers["x-amz-date"] == "20240102T030405Z"
     assert request.headers["x-amz-security-token"] == "session-tok"
-    reference = _botocore_reference(request, monkeypatch)
+    reference = _botocore_reference(request)
     assert auth == reference["Authorization"]
     assert request.headers["x-amz-date"] == reference["X-Amz-Date"]
 
 
 def test_sigv4_signs_the_query_string(monkeypatch: pytest.MonkeyPatch):
-    signer = SigV4Auth(CREDENTIALS, "eu-west-1", clock=lambda: FIXED)
+    _fix_botocore_clock(monkeypatch)
+    signer = SigV4Auth(CREDENTIALS, "eu-west-1")
     client, seen = _captured(API, signer)
     client.get(client.path("triggers", "audit", "deadletters"), params={"limit": 5})
     (request,) = seen
@@ -115,7 +123,6 @@ def test_sigv4_signs_the_query_string(monkeypatch: pytest.MonkeyPatch):
     import botocore.auth
     from botocore.awsrequest import AWSRequest
 
-    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: FIXED.replace(tzinfo=None))
     aws = AWSRequest(method="GET", url=str(request.url), headers={"host": request.headers["host"]})
     botocore.auth.SigV4Auth(CREDENTIALS, "execute-api", "eu-west-1").add_auth(aws)
     assert request.headers["authorization"] == aws.headers["Authorization"]

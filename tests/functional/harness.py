@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
+from chalicelib import http_ingress
 from chalicelib.config import Settings
 from chalicelib.container import Container
 from chalicelib.core import names
@@ -22,6 +23,13 @@ from tests.fakes import (
 )
 
 CP = "/apis/eventing.knative.dev/v1/namespaces"
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    headers: dict[str, str]
+    body: bytes
 
 
 class Harness:
@@ -83,10 +91,24 @@ class Harness:
 
     def post(
         self, headers: dict[str, str], body: bytes, ns: str = "ns", broker: str = "default"
-    ) -> Any:
-        return self.container.ingress.handle_http("POST", ns, broker, headers, body)
+    ) -> Answer:
+        return self.request("POST", headers, body, ns, broker)
 
-    def send(self, type_: str = "t", id_: str = "1", data: bytes = b"hi", **ext: str) -> Any:
+    def request(
+        self,
+        method: str,
+        headers: dict[str, str],
+        body: bytes,
+        ns: str = "ns",
+        broker: str = "default",
+    ) -> Answer:
+        """What the ingress route answers, through the same adapter as the app."""
+        response = http_ingress.answer(self.container.ingress, method, ns, broker, headers, body)
+        body_text = response.body if isinstance(response.body, str) else ""
+        out = {str(k): str(v) for k, v in response.headers.items()}
+        return Answer(response.status_code, out, body_text.encode())
+
+    def send(self, type_: str = "t", id_: str = "1", data: bytes = b"hi", **ext: str) -> Answer:
         headers = {
             "ce-specversion": "1.0",
             "ce-id": id_,

@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from chalicelib.core.errors import NotFoundError, ValidationError
+from chalicelib.services.ingress import Accepted
 from tests.functional.harness import Harness
 
 BINARY = {
@@ -61,13 +63,40 @@ def test_unknown_broker_is_404_but_malformed_is_400_first(h: Harness) -> None:
 
 
 def test_methods_and_options(h: Harness) -> None:
-    svc = h.container.ingress
-    r = svc.handle_http("GET", "ns", "default", {}, b"")
+    r = h.request("GET", {}, b"")
     assert r.status == 405 and r.headers["Allow"] == "POST, OPTIONS"
-    r = svc.handle_http("OPTIONS", "ns", "default", {}, b"")
+    r = h.request("OPTIONS", {}, b"")
     assert r.status == 200
     assert r.headers["WebHook-Allowed-Origin"] == "*"
     assert r.headers["WebHook-Allowed-Rate"] == "*"
+
+
+def test_the_service_answers_in_domain_terms(h: Harness) -> None:
+    batch = [{"specversion": "1.0", "id": i, "source": "/s", "type": "t"} for i in ("a", "b")]
+    headers = {"content-type": "application/cloudevents-batch+json"}
+    accepted = h.container.ingress.accept("ns", "default", headers, json.dumps(batch).encode())
+    assert accepted == Accepted(("a", "b"))
+    with pytest.raises(NotFoundError):
+        h.container.ingress.accept("ns", "missing", BINARY, b"x")
+    with pytest.raises(ValidationError):
+        h.container.ingress.accept("ns", "default", {}, b"x")
+    records = [(r["kind"], r.get("reason")) for r in h.archive.decoded()]
+    assert records == [
+        ("accepted", None),
+        ("accepted", None),
+        ("rejected", "unknown_broker"),
+        ("rejected", "invalid_event"),
+    ]
+
+
+def test_refusals_at_the_http_layer_are_archived_and_answered(h: Harness) -> None:
+    r = h.request("DELETE", {}, b"")
+    assert r.status == 405 and json.loads(r.body)["status"] == 405
+    assert h.archive.decoded()[-1]["reason"] == "method_not_allowed"
+    h.broker(annotations={"serverless-broker/ingress-auth": "token"})
+    r = h.post(BINARY, b"x")
+    assert r.status == 401 and r.headers["WWW-Authenticate"] == 'Bearer realm="broker"'
+    assert r.headers["Allow"] == "POST, OPTIONS"
 
 
 def test_bad_path_is_400(h: Harness) -> None:

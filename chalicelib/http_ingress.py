@@ -1,0 +1,44 @@
+"""The HTTP side of a broker's ingress URL (DESIGN.md §2.1): the method, the WebHook handshake,
+and the status, headers and body that answer ``Ingress.accept``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from chalice.app import Response
+
+from chalicelib.core.errors import BrokerError, MethodNotAllowedError, UnauthorizedError
+from chalicelib.http_errors import problem_response
+from chalicelib.problems import problem_of
+from chalicelib.services.ingress import Ingress
+
+ALLOW = "POST, OPTIONS"
+# CloudEvents HTTP WebHook abuse protection: any origin may deliver, at any rate.
+WEBHOOK_GRANT = {"WebHook-Allowed-Origin": "*", "WebHook-Allowed-Rate": "*"}
+
+
+def answer(
+    ingress: Ingress,
+    method: str,
+    namespace: str,
+    broker: str,
+    headers: Mapping[str, str],
+    body: bytes,
+) -> Response:
+    """The answer to one request on ``/{namespace}/{broker}``; ``headers`` have lower-case names."""
+    method = method.upper()
+    if method == "OPTIONS":
+        return Response(body="", status_code=200, headers={"Allow": ALLOW, **WEBHOOK_GRANT})
+    try:
+        if method != "POST":
+            refused = MethodNotAllowedError(f"{method} is not allowed here; send events with POST")
+            raise ingress.refuse(namespace, broker, "method_not_allowed", refused)
+        ingress.accept(namespace, broker, headers, body)
+    except BrokerError as exc:
+        out = {"Allow": ALLOW}
+        if isinstance(exc, UnauthorizedError):
+            out["WWW-Authenticate"] = 'Bearer realm="broker"'
+        return problem_response(problem_of(exc), out)
+    # An empty text body, never bytes: Chalice hands a bytes body of a non-binary type to Lambda
+    # as it is, and the runtime cannot serialise it (API Gateway would answer 502).
+    return Response(body="", status_code=202, headers={"Allow": ALLOW})
