@@ -97,7 +97,8 @@ class _Timer(threading.Thread):
 def scheduled_event(region: str) -> dict[str, object]:
     """The EventBridge "Scheduled Event" that invokes a scheduled function on AWS."""
     import uuid
-    from datetime import UTC, datetime
+
+    from chalicelib.core.clock import rfc3339, utcnow
 
     return {
         "version": "0",
@@ -105,7 +106,7 @@ def scheduled_event(region: str) -> dict[str, object]:
         "detail-type": "Scheduled Event",
         "source": "aws.events",
         "account": "123456789012",
-        "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "time": rfc3339(utcnow(), "seconds"),
         "region": region,
         "resources": [f"arn:aws:events:{region}:123456789012:rule/serverless-broker-reconciler"],
         "detail": {},

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from chalicelib.core import clock
 from chalicelib.core.cloudevents.json_format import dumps_utf8
 
 SCHEMA_VERSION: Final = 1
@@ -38,11 +39,7 @@ Record = dict[str, Any]
 
 def rfc3339(at: datetime) -> str:
     """UTC, millisecond precision, ``Z``: sortable as text and parsed by Spark and DuckDB alike."""
-    if at.tzinfo is not UTC:
-        if at.tzinfo is None or at.utcoffset() is None:
-            raise ValueError("archive timestamps must be timezone-aware")
-        at = at.astimezone(UTC)
-    return at.isoformat(timespec="milliseconds")[:-6] + "Z"  # "+00:00" -> "Z"
+    return clock.rfc3339(at, "milliseconds")
 
 
 def accepted_record(

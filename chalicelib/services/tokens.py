@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from chalicelib.core import tokens
-from chalicelib.core.clock import utcnow
+from chalicelib.core.clock import rfc3339, utcnow
 from chalicelib.core.errors import ConflictError, NotFoundError
 from chalicelib.core.resources.broker import BROKERS
 from chalicelib.core.tokens import STORE_KIND as TOKEN
@@ -56,7 +56,7 @@ class Tokens:
             )
         secret = tokens.new_token()
         token_id = uuid.uuid4().hex[:12]
-        created = self._clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+        created = rfc3339(self._clock(), "seconds")
         doc = {
             "broker": broker,
             "brokerUid": uid,

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
+from chalicelib.core.clock import rfc3339
 from chalicelib.core.cloudevents.context_attributes import (
     is_absolute_uri,
     is_media_type,
@@ -192,9 +193,7 @@ def without_placeholders(value: str) -> str:
 def normalize_timestamp(value: str) -> str:
     """RFC 3339 text in UTC with a ``Z`` (core spec: servers return UTC timestamps)."""
     text = value.replace("z", "Z").replace("t", "T")
-    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    out = moment.astimezone(UTC).isoformat()
-    return out.replace("+00:00", "Z")
+    return rfc3339(datetime.fromisoformat(text.replace("Z", "+00:00")), "auto")
 
 
 def check_attribute_names(doc: Mapping[str, Any], checks: Checks) -> None:

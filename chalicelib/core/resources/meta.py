@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
+from chalicelib.core.clock import rfc3339
 from chalicelib.core.errors import Problem, ValidationError
 from chalicelib.core.names import name_problems, namespace_problems, quote
 from chalicelib.core.resources.fields import json_object, unknown_fields
@@ -38,9 +39,7 @@ R = TypeVar("R", bound=ResourceMeta)
 
 def format_timestamp(moment: datetime) -> str:
     """RFC 3339 in UTC to the second, as Kubernetes writes ``creationTimestamp``."""
-    if moment.tzinfo is None:
-        raise ValueError("timestamps must be timezone-aware")
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339(moment, "seconds")
 
 
 # --- parsing -------------------------------------------------------------------------------------
