@@ -57,6 +57,10 @@ class Settings:
     metrics_enabled: bool = True
     local_mode: bool = True
     delivery_function_timeout_seconds: int = 60
+    # ScalingConfig.MaximumConcurrency of each trigger's SQS event source mapping unless its
+    # trigger or broker says otherwise (annotation serverless-broker/max-concurrency): one busy
+    # trigger cannot take the account's concurrency from the others. Lambda allows 2 to 1000.
+    max_concurrency: int = 5
     # Archive records gathered across requests for this long before one write (services/
     # archiver.py); 0, the default for deployed functions: written before the function answers.
     archive_batch_seconds: float = 0.0
@@ -106,6 +110,7 @@ class Settings:
             delivery_function_timeout_seconds=int(
                 number("BROKER_DELIVERY_TIMEOUT_SECONDS", "60", int)
             ),
+            max_concurrency=min(1000, max(2, int(number("BROKER_MAX_CONCURRENCY", "5", int)))),
             archive_batch_seconds=max(
                 0.0, float(number("BROKER_ARCHIVE_BATCH_SECONDS", "0", float))
             ),

@@ -113,6 +113,7 @@ class MappingInfo:
     enabled: bool
     batch_size: int
     function_response_types: tuple[str, ...] = ()
+    maximum_concurrency: int | None = None  # ScalingConfig.MaximumConcurrency
 
 
 class Mappings(Protocol):
@@ -135,11 +136,16 @@ class Mappings(Protocol):
         batch_size: int,
         enabled: bool,
         function_response_types: Sequence[str],
+        maximum_concurrency: int | None = None,
     ) -> MappingInfo: ...
 
     def create_kafka(self, spec: KafkaMappingSpec, enabled: bool) -> KafkaMappingInfo: ...
 
     def set_enabled(self, uuid: str, enabled: bool) -> None: ...
+
+    def set_concurrency(self, uuid: str, maximum_concurrency: int) -> None:
+        """An SQS mapping's ScalingConfig.MaximumConcurrency."""
+        ...
 
     def update_kafka(self, uuid: str, spec: KafkaMappingSpec, enabled: bool) -> None:
         """Batch size, access configurations, failure destination and state; the rest of a

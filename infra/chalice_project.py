@@ -116,11 +116,12 @@ def patch_package(
     Functions get their Chalice names (``<app>-<stage>-<function>``: the stack pre-creates their
     log groups and the control plane targets them by name), and every environment variable the
     stack exports is imported from it, so the package holds no account-specific value. The REST
-    API answers unknown paths with a 404 problem (``infra/gateway_responses.py``).
+    API answers unknown paths with a 404 problem (``infra/gateway_responses.py``), and has its
+    stage's throttling and JSON access logs (``infra/api_protection.py``).
     """
     from chalice.utils import to_cfn_resource_name
 
-    from infra import gateway_responses
+    from infra import api_protection, gateway_responses
 
     app = config["app_name"]
     outputs = template["Outputs"]
@@ -144,4 +145,7 @@ def patch_package(
     if api is not None:
         definition = api["Properties"]["DefinitionBody"]
         definition["x-amazon-apigateway-gateway-responses"] = gateway_responses.swagger_extension()
+        log_group = {"Fn::ImportValue": f"{app}-{stage}-{api_protection.ACCESS_LOG_EXPORT}"}
+        protection = api_protection.ApiProtection.of_stage(config, stage)
+        api["Properties"].update(protection.sam_properties(log_group))
     return patched

@@ -23,7 +23,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from infra import chalice_project, gateway_responses, stack
+from infra import api_protection, chalice_project, gateway_responses, stack
 from infra.cfn import TEMPLATE_PATH, Resolver, load_template
 
 REPO = chalice_project.REPO
@@ -113,6 +113,13 @@ def deploy(session: Any, stage: str, parameters: dict[str, str], public_url: str
     if rest_api is not None:
         # chalice deploy has no place for gateway responses: unknown paths answer 404, not 403.
         gateway_responses.put_on(session.client("apigateway"), *rest_api)
+        protection = api_protection.ApiProtection.of_stage(config, stage)
+        api_protection.put_on(
+            session.client("apigateway"),
+            *rest_api,
+            protection,
+            outputs.get(api_protection.ACCESS_LOG_EXPORT),
+        )
     upload_glue(s3, outputs)
     base = (public_url or _deployed_url(project, stage) or "").rstrip("/")
     print()

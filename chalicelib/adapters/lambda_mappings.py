@@ -49,20 +49,30 @@ class LambdaMappings:
         batch_size: int,
         enabled: bool,
         function_response_types: Sequence[str],
+        maximum_concurrency: int | None = None,
     ) -> MappingInfo:
+        request: dict[str, Any] = {
+            "EventSourceArn": source_arn,
+            "FunctionName": function_name,
+            "BatchSize": batch_size,
+            "Enabled": enabled,
+            "FunctionResponseTypes": builtins.list(function_response_types),
+        }
+        if maximum_concurrency is not None:
+            request["ScalingConfig"] = {"MaximumConcurrency": maximum_concurrency}
         with translated(f"create mapping {source_arn} -> {function_name}"):
-            out = self._lambda.create_event_source_mapping(
-                EventSourceArn=source_arn,
-                FunctionName=function_name,
-                BatchSize=batch_size,
-                Enabled=enabled,
-                FunctionResponseTypes=builtins.list(function_response_types),
-            )
+            out = self._lambda.create_event_source_mapping(**request)
         return _info(out, function_name)
 
     def set_enabled(self, uuid: str, enabled: bool) -> None:
         with translated(f"update mapping {uuid}"):
             self._lambda.update_event_source_mapping(UUID=uuid, Enabled=enabled)
+
+    def set_concurrency(self, uuid: str, maximum_concurrency: int) -> None:
+        with translated(f"update mapping {uuid}"):
+            self._lambda.update_event_source_mapping(
+                UUID=uuid, ScalingConfig={"MaximumConcurrency": maximum_concurrency}
+            )
 
     # ---- Kafka --------------------------------------------------------------------------------
 
@@ -104,4 +114,5 @@ def _info(m: dict[str, Any], function_name: str) -> MappingInfo:
         enabled=m.get("State", "Enabled") in ENABLED_STATES,
         batch_size=int(m.get("BatchSize", 10)),
         function_response_types=tuple(m.get("FunctionResponseTypes", ())),
+        maximum_concurrency=(m.get("ScalingConfig") or {}).get("MaximumConcurrency"),
     )

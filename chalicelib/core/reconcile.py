@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from chalicelib.core.names import dlq_name, is_owned_queue, queue_name
-from chalicelib.core.resources.broker import Broker
+from chalicelib.core.resources.broker import MAX_CONCURRENCY_ANNOTATION, Broker
 from chalicelib.core.resources.delivery_spec import CRASH_RECEIVE_MARGIN, SQS_MAX_RECEIVE_COUNT
 from chalicelib.core.resources.kafka_source import KafkaAction
 from chalicelib.core.resources.trigger import Trigger, effective_delivery
@@ -43,6 +43,7 @@ class ProvisioningConfig:
     dead_letter_function: str
     function_timeout_s: int  # the longer of the two functions' timeouts
     batch_size: int = 10
+    max_concurrency: int | None = None  # the default MaximumConcurrency; None: no limit set
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +67,7 @@ class ObservedMapping:
     enabled: bool  # Lambda State Enabled, Enabling, Creating or Updating
     batch_size: int | None = None  # None: not known, not compared
     function_response_types: tuple[str, ...] | None = None
+    maximum_concurrency: int | None = None  # None: no ScalingConfig
 
     @classmethod
     def from_arns(
@@ -76,6 +78,7 @@ class ObservedMapping:
         enabled: bool,
         batch_size: int | None = None,
         function_response_types: tuple[str, ...] | None = None,
+        maximum_concurrency: int | None = None,
     ) -> ObservedMapping:
         """From a mapping as Lambda lists it: the queue's ARN, and the function's name or ARN
         (``arn:aws:lambda:region:account:function:name[:qualifier]``)."""
@@ -87,6 +90,7 @@ class ObservedMapping:
             enabled,
             batch_size,
             function_response_types,
+            maximum_concurrency,
         )
 
 
@@ -152,9 +156,24 @@ class CreateMapping:
     batch_size: int
     function_response_types: tuple[str, ...] = (REPORT_BATCH_ITEM_FAILURES,)
     enabled: bool = True
+    maximum_concurrency: int | None = None  # ScalingConfig.MaximumConcurrency; None: none
 
     def describe(self) -> str:
         return f"create mapping {self.queue_name} → {self.function_name}"
+
+
+@dataclass(frozen=True, slots=True)
+class SetMappingConcurrency:
+    uuid: str
+    queue_name: str
+    function_name: str
+    maximum_concurrency: int
+
+    def describe(self) -> str:
+        return (
+            f"set maximum concurrency {self.maximum_concurrency} of mapping {self.queue_name} → "
+            f"{self.function_name} ({self.uuid})"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +203,7 @@ Action = (
     | DeleteQueue
     | CreateMapping
     | EnableMapping
+    | SetMappingConcurrency
     | DeleteMapping
     | KafkaAction
 )
@@ -193,7 +213,7 @@ def queue_of(action: Action) -> str | None:
     """The trigger queue an action changes (itself, or its mapping's); None for Kafka's."""
     if isinstance(action, CreateQueue | SetQueueAttributes | DeleteQueue):
         return action.name
-    if isinstance(action, CreateMapping | EnableMapping | DeleteMapping):
+    if isinstance(action, CreateMapping | EnableMapping | SetMappingConcurrency | DeleteMapping):
         return action.queue_name
     return None
 
@@ -224,15 +244,33 @@ def max_receive_count(retry: int | None) -> int:
     return min((retry or 0) + 1 + CRASH_RECEIVE_MARGIN, SQS_MAX_RECEIVE_COUNT)
 
 
+def max_concurrency(trigger: Trigger, broker: Broker, default: int | None) -> int | None:
+    """The trigger's annotation, else its broker's, else the default."""
+    for own in (trigger.annotations, broker.annotations):
+        value = own.get(MAX_CONCURRENCY_ANNOTATION)
+        if value is not None:
+            return int(value)
+    return default
+
+
 def _wanted(config: ProvisioningConfig, trigger: Trigger, broker: Broker) -> _Wanted:
     key = trigger_key(trigger)
     queue, dlq = queue_name(config.prefix, *key), dlq_name(config.prefix, *key)
     delivery = effective_delivery(trigger, broker)
     attributes = queue_attributes(config)
     redrive = Redrive(dlq, max_receive_count(delivery.retry))
-    mappings = [CreateMapping(queue, config.delivery_function, config.batch_size)]
+    concurrency = max_concurrency(trigger, broker, config.max_concurrency)
+    mappings = [
+        CreateMapping(
+            queue, config.delivery_function, config.batch_size, maximum_concurrency=concurrency
+        )
+    ]
     if delivery.dead_letter_sink_uri is not None:
-        mappings.append(CreateMapping(dlq, config.dead_letter_function, config.batch_size))
+        mappings.append(
+            CreateMapping(
+                dlq, config.dead_letter_function, config.batch_size, maximum_concurrency=concurrency
+            )
+        )
     return _Wanted(
         (CreateQueue(dlq, True, attributes), CreateQueue(queue, False, attributes, redrive)),
         tuple(mappings),
@@ -348,6 +386,12 @@ def _ensure_mapping(
     ]
     if keeper is None:
         return deletes, [want]
+    after: list[Action] = []
+    wanted = want.maximum_concurrency
+    if wanted is not None and keeper.maximum_concurrency != wanted:
+        after.append(
+            SetMappingConcurrency(keeper.uuid, keeper.queue_name, keeper.function_name, wanted)
+        )
     if not keeper.enabled:
-        return deletes, [EnableMapping(keeper.uuid, keeper.queue_name, keeper.function_name)]
-    return deletes, []
+        after.append(EnableMapping(keeper.uuid, keeper.queue_name, keeper.function_name))
+    return deletes, after

@@ -21,6 +21,7 @@ from chalicelib.core.reconcile import (
     ObservedQueue,
     ObservedState,
     ProvisioningConfig,
+    SetMappingConcurrency,
     SetQueueAttributes,
     TriggerKey,
 )
@@ -37,6 +38,7 @@ class Provisioner:
             delivery_function=settings.delivery_function,
             dead_letter_function=settings.dead_letter_function,
             function_timeout_s=settings.delivery_function_timeout_seconds,
+            max_concurrency=settings.max_concurrency,
         )
 
     # ---- observe ------------------------------------------------------------------------------
@@ -61,6 +63,7 @@ class Provisioner:
                 m.enabled,
                 m.batch_size,
                 m.function_response_types,
+                m.maximum_concurrency,
             )
             for function in (self.config.delivery_function, self.config.dead_letter_function)
             for m in self._mappings.list(function)
@@ -103,7 +106,10 @@ class Provisioner:
                 action.batch_size,
                 action.enabled,
                 action.function_response_types,
+                action.maximum_concurrency,
             )
+        elif isinstance(action, SetMappingConcurrency):
+            self._mappings.set_concurrency(action.uuid, action.maximum_concurrency)
         elif isinstance(action, EnableMapping):
             self._mappings.set_enabled(action.uuid, True)
         elif isinstance(action, DeleteMapping | ks.DeleteKafkaMapping):

@@ -230,6 +230,24 @@ def test_mappings_lifecycle(mapping_env: Any) -> None:
     assert [m for m in mappings.list(function) if m.uuid == created.uuid] == []
 
 
+def test_mappings_carry_their_maximum_concurrency(mapping_env: Any) -> None:
+    mappings, queues, function = mapping_env
+    queue = queues.create(_unique("sb-ct"), {"VisibilityTimeout": "360"})
+    created = mappings.create(queue.arn, function, 10, True, ["ReportBatchItemFailures"], 5)
+    assert created.maximum_concurrency == 5
+    mappings.set_concurrency(created.uuid, 40)
+    listed = next(m for m in mappings.list(function) if m.uuid == created.uuid)
+    assert listed.maximum_concurrency == 40
+    plain = mappings.create(
+        queues.create(_unique("sb-ct"), {}).arn, function, 10, True, ["ReportBatchItemFailures"]
+    )
+    assert (
+        next(m for m in mappings.list(function) if m.uuid == plain.uuid).maximum_concurrency is None
+    )
+    mappings.delete(created.uuid)
+    mappings.delete(plain.uuid)
+
+
 # ---- Blobs and Archive -----------------------------------------------------------------------
 
 

@@ -275,6 +275,7 @@ class MemoryMappings:
         batch_size: int,
         enabled: bool,
         function_response_types: Sequence[str],
+        maximum_concurrency: int | None = None,
     ) -> MappingInfo:
         for m in self._mappings.values():
             if m.source_arn == source_arn and m.function_name == function_name:
@@ -286,6 +287,7 @@ class MemoryMappings:
             enabled,
             batch_size,
             tuple(function_response_types),
+            maximum_concurrency,
         )
         self._mappings[info.uuid] = info
         return info
@@ -295,6 +297,12 @@ class MemoryMappings:
         if m is None:
             raise NotFoundError(f"mapping {uuid_} does not exist")
         self._mappings[uuid_] = replace(m, enabled=enabled)
+
+    def set_concurrency(self, uuid_: str, maximum_concurrency: int) -> None:
+        m = self._mappings.get(uuid_)
+        if m is None:
+            raise NotFoundError(f"mapping {uuid_} does not exist")
+        self._mappings[uuid_] = replace(m, maximum_concurrency=maximum_concurrency)
 
     def list_kafka(self, function_name: str) -> list[Any]:
         found = [m for m in self.kafka.values() if m.spec.function_name == function_name]

@@ -173,3 +173,28 @@ def test_pipeline_package_answers_unknown_paths_with_a_404_problem(
     problem = json.loads(response["responseTemplates"]["application/json"])
     assert (problem["status"], problem["title"]) == (404, "No such route")
     assert problem["type"].endswith("/no-such-route")
+
+
+def test_pipeline_package_throttles_the_stage_and_logs_access_as_json(
+    pipeline_package: Path, chalice_config: dict[str, Any], resolver: Resolver
+) -> None:
+    props = _sam(pipeline_package)["Resources"]["RestAPI"]["Properties"]
+    protection = chalice_config["stages"][STAGE]["api_protection"]
+    assert props["MethodSettings"] == [
+        {
+            "ResourcePath": "/*",
+            "HttpMethod": "*",
+            "ThrottlingRateLimit": float(protection["throttling_rate_limit"]),
+            "ThrottlingBurstLimit": protection["throttling_burst_limit"],
+        }
+    ]
+    access = props["AccessLogSetting"]
+    assert access["DestinationArn"]["Fn::ImportValue"] in set(resolver.exports())
+    fields = json.loads(access["Format"])
+    assert {"requestId", "ip", "status", "responseLatency"} <= set(fields)
+
+
+def test_every_function_gets_the_per_trigger_concurrency_default(pipeline_package: Path) -> None:
+    for resource in _functions(_sam(pipeline_package)).values():
+        variables = resource["Properties"]["Environment"]["Variables"]
+        assert 2 <= int(variables["BROKER_MAX_CONCURRENCY"]) <= 1000

@@ -19,6 +19,7 @@ from chalicelib.core.reconcile import (
     ObservedState,
     ProvisioningConfig,
     Redrive,
+    SetMappingConcurrency,
     SetQueueAttributes,
     max_receive_count,
     plan,
@@ -88,9 +89,14 @@ def apply(actions: list[Action], observed: ObservedState) -> ObservedState:
                 action.enabled,
                 action.batch_size,
                 action.function_response_types,
+                action.maximum_concurrency,
             )
         elif isinstance(action, EnableMapping):
             mappings[action.uuid] = replace(mappings[action.uuid], enabled=True)
+        elif isinstance(action, SetMappingConcurrency):
+            mappings[action.uuid] = replace(
+                mappings[action.uuid], maximum_concurrency=action.maximum_concurrency
+            )
         else:
             del mappings[action.uuid]
     return ObservedState(
@@ -416,4 +422,52 @@ def test_actions_describe_themselves() -> None:
     ]
     assert SetQueueAttributes("q", {"VisibilityTimeout": "1"}, Redrive("d", 4)).describe() == (
         "restore VisibilityTimeout, RedrivePolicy of queue q"
+    )
+
+
+# ---- per-trigger concurrency (ScalingConfig.MaximumConcurrency) -------------------------------
+
+
+def _annotated(resource: Any, value: str) -> Any:
+    annotations = {**resource.annotations, "serverless-broker/max-concurrency": value}
+    return replace(resource, annotations=annotations)
+
+
+def test_mappings_get_the_default_concurrency_or_the_annotation_of_trigger_then_broker() -> None:
+    config = replace(CONFIG, max_concurrency=5)
+    queue, dlq = names(AUDIT)
+    wanted = plan(DesiredState(config, (broker(),), (AUDIT,)), ObservedState())
+    created = {a.queue_name: a.maximum_concurrency for a in wanted if isinstance(a, CreateMapping)}
+    assert created == {queue: 5, dlq: 5}
+
+    on_broker = DesiredState(config, (_annotated(broker(), "20"),), (AUDIT,))
+    both = DesiredState(config, (_annotated(broker(), "20"),), (_annotated(AUDIT, "3"),))
+    for desired, expected in ((on_broker, 20), (both, 3)):
+        actions = plan(desired, ObservedState())
+        assert {a.maximum_concurrency for a in actions if isinstance(a, CreateMapping)} == {
+            expected
+        }
+
+
+def test_a_mapping_whose_concurrency_drifted_is_updated_in_place() -> None:
+    config = replace(CONFIG, max_concurrency=5)
+    queue, _ = names(ORDERS)
+    created = plan(DesiredState(config, (broker(),), (ORDERS,)), ObservedState())
+    observed = apply(created, ObservedState())
+    mapping = next(m for m in observed.mappings if m.queue_name == queue)
+    drifted = replace(mapping, maximum_concurrency=50)
+    observed = replace(
+        observed, mappings=tuple(drifted if m is mapping else m for m in observed.mappings)
+    )
+    actions = plan(DesiredState(config, (broker(),), (ORDERS,)), observed)
+    assert actions == [SetMappingConcurrency(mapping.uuid, queue, config.delivery_function, 5)]
+
+
+def test_without_a_default_no_concurrency_is_planned() -> None:
+    observed = apply(plan(DESIRED, ObservedState()), ObservedState())
+    assert plan(DESIRED, observed) == []
+    assert all(
+        a.maximum_concurrency is None
+        for a in plan(DESIRED, ObservedState())
+        if isinstance(a, CreateMapping)
     )

@@ -656,3 +656,16 @@ def test_corrupt_item() -> None:
 
 def test_ingress_url() -> None:
     assert ingress_url("http://127.0.0.1:8080/", "ns", "b") == "http://127.0.0.1:8080/ns/b"
+
+
+@pytest.mark.parametrize("value", ["1", "1001", "ten", "", "0x10", "99999999999999999999"])
+def test_max_concurrency_annotation_is_lambdas_range_on_brokers_and_triggers(value: str) -> None:
+    field = "metadata.annotations[serverless-broker/max-concurrency]"
+    for parse, doc in ((parse_broker, BROKER), (parse_trigger, TRIGGER)):
+        body = patched(doc, field, value)
+        with pytest.raises(ValidationError) as caught:
+            parse("default", body, path_name=None)
+        assert [p.field for p in caught.value.problems] == [field]
+    for parse, doc in ((parse_broker, BROKER), (parse_trigger, TRIGGER)):
+        ok = parse("default", patched(doc, field, "20"), path_name=None)
+        assert ok.annotations["serverless-broker/max-concurrency"] == "20"

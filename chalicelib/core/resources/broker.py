@@ -30,6 +30,10 @@ OWN_ANNOTATION_PREFIX = "serverless-broker/"
 LEGACY_SPEC_VERSIONS_ANNOTATION = "serverless-broker/legacy-spec-versions"
 MAX_EVENT_BYTES_ANNOTATION = "serverless-broker/max-event-bytes"
 INGRESS_AUTH_ANNOTATION = "serverless-broker/ingress-auth"
+# On a broker (for all its triggers) or a trigger: ScalingConfig.MaximumConcurrency of the
+# trigger's event source mappings (Lambda's range).
+MAX_CONCURRENCY_ANNOTATION = "serverless-broker/max-concurrency"
+MAX_CONCURRENCY_RANGE = (2, 1000)
 # Under Lambda's 6 MB synchronous request cap once base64 and headers are added (DESIGN §2.1).
 DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024
 INGRESS_AUTH_MODES = ("none", "token")
@@ -138,11 +142,32 @@ def _broker_annotations(annotations: dict[str, str], problems: list[Problem]) ->
         problems.append(
             Problem(where(INGRESS_AUTH_ANNOTATION), f'must be "none" or "token", got {quote(auth)}')
         )
-    known = (LEGACY_SPEC_VERSIONS_ANNOTATION, MAX_EVENT_BYTES_ANNOTATION, INGRESS_AUTH_ANNOTATION)
+    max_concurrency_problems(annotations, problems)
+    known = (
+        LEGACY_SPEC_VERSIONS_ANNOTATION,
+        MAX_EVENT_BYTES_ANNOTATION,
+        INGRESS_AUTH_ANNOTATION,
+        MAX_CONCURRENCY_ANNOTATION,
+    )
     for key in annotations:
         if key.startswith(OWN_ANNOTATION_PREFIX) and key not in known:
             problems.append(Problem(where(key), f"unknown annotation; known: {', '.join(known)}"))
     return annotations
+
+
+def max_concurrency_problems(annotations: Mapping[str, str], problems: list[Problem]) -> None:
+    value = annotations.get(MAX_CONCURRENCY_ANNOTATION)
+    low, high = MAX_CONCURRENCY_RANGE
+    if value is not None and not (
+        value.isascii() and value.isdigit() and len(value) <= 4 and low <= int(value) <= high
+    ):
+        problems.append(
+            Problem(
+                f"metadata.annotations[{MAX_CONCURRENCY_ANNOTATION}]",
+                f"must be a whole number from {low} to {high} (Lambda's MaximumConcurrency), "
+                f"got {quote(value)}",
+            )
+        )
 
 
 def _kreference(value: object, path: str, problems: list[Problem]) -> dict[str, Any] | None:

@@ -12,7 +12,7 @@ from chalicelib.core.errors import ImmutableFieldError, Problem, ValidationError
 from chalicelib.core.filtering.filters import validate_filters
 from chalicelib.core.names import name_problems
 from chalicelib.core.resources import meta
-from chalicelib.core.resources.broker import Broker
+from chalicelib.core.resources.broker import Broker, max_concurrency_problems
 from chalicelib.core.resources.delivery_spec import DeliverySpec, parse_delivery, parse_destination
 from chalicelib.core.resources.fields import json_object as _object
 from chalicelib.core.resources.fields import string_map as _string_map
@@ -61,6 +61,7 @@ def _parse_trigger(
     name = meta.resource_name(metadata, path_name, problems)
     labels = _string_map(metadata.get("labels"), "metadata.labels", problems)
     annotations = _string_map(metadata.get("annotations"), "metadata.annotations", problems)
+    max_concurrency_problems(annotations, problems)
     _unknown_fields(
         spec, ("broker", "filter", "filters", "subscriber", "delivery"), "spec", problems
     )
