@@ -232,8 +232,8 @@ class Delivery:
 
     def _send_all(self, jobs: list[_Job]) -> None:
         """Send every job's request, with as many in flight as the subscriber's answer time pays
-        for (``core/delivery/pacing.py``): one after the other for a subscriber that answers faster than
-        our own work on a request, up to ``pool_size`` at once for a slow one."""
+        for (``core/delivery/pacing.py``): one after the other for a subscriber that answers
+        faster than our own work on a request, up to ``pool_size`` at once for a slow one."""
         queue = jobs[0].queue
         start = 0
         if self._pacer.should_probe(queue):

@@ -223,7 +223,7 @@ def test_deleted_trigger_drops_its_pending_events() -> None:
     assert received  # they were in flight; delivery drops them on purpose (Knative allows it)
 
 
-# ---- deliveries in flight (core/delivery/pacing.py) ---------------------------------------------------
+# ---- deliveries in flight (core/delivery/pacing.py) ----------------------------------------
 
 
 class InFlight:
