@@ -11,6 +11,7 @@ import enum
 import math
 import re
 from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 
 from chalicelib.core.resources.eventing import DeliverySpec
 
@@ -77,14 +78,7 @@ def backoff_seconds(policy: str | None, delay_s: float | None, k: int) -> float:
 
 
 _DELTA_SECONDS = re.compile(r"^[0-9]+$")
-_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
-_MONTH = "(?P<mon>" + "|".join(_MONTHS) + ")"
-_TIME = r"(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)"
-_HTTP_DATES = (  # RFC 9110 §5.6.7: IMF-fixdate, then the obsolete RFC 850 and asctime forms
-    re.compile(rf"^[A-Z][a-z]{{2}}, (?P<d>\d\d) {_MONTH} (?P<y>\d{{4}}) {_TIME} GMT$"),
-    re.compile(rf"^[A-Z][a-z]{{5,8}}, (?P<d>\d\d)-{_MONTH}-(?P<y>\d\d) {_TIME} GMT$"),
-    re.compile(rf"^[A-Z][a-z]{{2}} {_MONTH} (?P<d>[ \d]\d) {_TIME} (?P<y>\d{{4}})$"),
-)
+_RFC850_YEAR = re.compile(r"-\d\d ")  # "Sunday, 06-Nov-94 08:49:37 GMT"
 
 
 def parse_retry_after(value: str, now: datetime) -> float | None:
@@ -106,27 +100,24 @@ def parse_retry_after(value: str, now: datetime) -> float | None:
 
 
 def _http_date(text: str, now: datetime) -> datetime | None:
-    for pattern in _HTTP_DATES:
-        match = pattern.match(text)
-        if match is None:
-            continue
-        year = int(match["y"])
-        if len(match["y"]) == 2:
-            # RFC 9110: a two-digit year more than 50 years in the future is in the past century.
-            year += 2000 if 2000 + year <= now.year + 50 else 1900
-        try:
-            return datetime(
-                year,
-                _MONTHS.index(match["mon"]) + 1,
-                int(match["d"].strip()),
-                int(match["h"]),
-                int(match["m"]),
-                int(match["s"]),
-                tzinfo=UTC,
-            )
-        except ValueError:
-            return None  # 31 Feb, 25:00 ...
-    return None
+    """An HTTP-date (RFC 9110 §5.6.7), or None. The stdlib reads its three forms and more besides,
+    which HTTP does not allow and is refused here: IMF-fixdate and the obsolete RFC 850 form say
+    ``GMT``, asctime says no zone at all."""
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError):  # not a date, or 31 Feb, 25:00 ...
+        return None
+    if when.tzinfo is None:  # asctime; "-0000" also reads as no zone, but it is not HTTP's
+        if "," in text:
+            return None
+        when = when.replace(tzinfo=UTC)
+    elif not text.endswith(" GMT"):  # "UTC", "+0200"
+        return None
+    # RFC 9110: a two-digit year more than 50 years in the future is in the past century. The
+    # stdlib's fixed pivot (69 -> 1969) reads some years a century too early.
+    if _RFC850_YEAR.search(text) and when.year + 100 <= now.year + 50:
+        when = when.replace(year=when.year + 100)
+    return when
 
 
 def retry_delay(
