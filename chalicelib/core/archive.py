@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from chalicelib.core.cloudevents.json_format import dumps_utf8
+from chalicelib.core.delivery.outcomes import Outcome
 
 SCHEMA_VERSION: Final = 1
 
@@ -29,7 +30,7 @@ REJECT_REASONS: Final = (
     "unavailable",
 )
 # ``reply`` is a successful delivery whose answer was a CloudEvent (re-ingested into the broker).
-OUTCOMES: Final = ("delivered", "retry", "dead_lettered", "reply")
+OUTCOMES: Final = tuple(outcome.value for outcome in Outcome)
 
 _MAX_DETAIL = 200
 

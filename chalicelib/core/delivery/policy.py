@@ -1,18 +1,15 @@
-"""Delivery policy as data and pure functions (DESIGN.md §2.3): what a subscriber's answer means,
-how long to wait before the next attempt, when to give up, and what a dead-lettered event carries.
-
-Time is a parameter (``now``); nothing here sleeps or reads a clock.
-"""
+"""Delivery policy as pure functions (DESIGN.md §2.3): what an answer means, how long to wait,
+when to give up, what a dead letter carries. Time is a parameter; nothing here reads a clock."""
 
 from __future__ import annotations
 
 import base64
-import enum
 import math
 import re
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
+from chalicelib.core.delivery.outcomes import Outcome
 from chalicelib.core.resources.eventing import DeliverySpec
 
 # SQS caps a message's visibility timeout at 12 hours, and retries wait in the queue.
@@ -22,13 +19,6 @@ MAX_BACKOFF_SECONDS = 43_200
 MAX_ERROR_DATA_CHARS = 1024
 _MAX_ERROR_DATA_BYTES = MAX_ERROR_DATA_CHARS // 4 * 3
 TRANSPORT_ERROR_CODE = 500  # what Knative records for a connection error or a timeout
-
-
-class Outcome(enum.Enum):
-    SUCCESS = "success"  # delivered; nothing comes back
-    REPLY = "reply"  # delivered; the response carries an event to ingest into the same broker
-    RETRY = "retry"  # failed; try again after the backoff
-    DEAD_LETTER = "dead_letter"  # failed; retrying cannot help, dead-letter now
 
 
 # The data-plane contract retries these 4xx: the endpoint may appear (404), the request timed
@@ -53,6 +43,19 @@ def classify(status: int | None, *, has_reply_event: bool, reply_invalid: bool) 
         return Outcome.RETRY if status in _RETRYABLE_4XX else Outcome.DEAD_LETTER
     # 5xx, and "a response code not in this table SHOULD be treated as a retriable error".
     return Outcome.RETRY
+
+
+def classify_publish(acknowledged: bool) -> Outcome:
+    """The outcome of a Kafka publish: delivered once the cluster acknowledges it (a record has no
+    reply), else retried like a transport error."""
+    return Outcome.SUCCESS if acknowledged else Outcome.RETRY
+
+
+def final(outcome: Outcome, attempt: int, spec: DeliverySpec) -> Outcome:
+    """The outcome to act on: a retry after the last attempt is a dead letter."""
+    if outcome is Outcome.RETRY and should_dead_letter(attempt, spec):
+        return Outcome.DEAD_LETTER
+    return outcome
 
 
 def backoff_seconds(policy: str | None, delay_s: float | None, k: int) -> float:
