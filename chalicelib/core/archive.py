@@ -1,11 +1,6 @@
-"""Archive records, schema v1 (DESIGN.md §3): the one writer-side definition of what the ingress and
-delivery functions send to Firehose, and so of what the metrics job (``spark_glue/``) reads.
-
-Every record is a flat JSON object with ``v``, ``kind``, ``at`` (RFC 3339 UTC, milliseconds,
-``Z``), ``namespace`` and ``broker``, plus the fields of its kind. ``tests/unit/test_archive.py``
-checks each builder against the reader's field list in ``spark_glue/schema.py``, so the two cannot
-drift: change the shape only with a version bump.
-"""
+"""Archive records, schema v1 (DESIGN.md §3): what ingress and delivery send to Firehose, and so
+what the metrics job reads. ``tests/unit/test_archive.py`` holds each builder to the reader's
+fields in ``spark_glue/schema.py``: change the shape only with a version bump."""
 
 from __future__ import annotations
 
