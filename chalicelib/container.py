@@ -23,7 +23,8 @@ from chalicelib.ports import (
 from chalicelib.services.claims import Claims
 from chalicelib.services.control_plane import BrokerHooks, ControlPlane, TriggerHooks
 from chalicelib.services.dead_letters import DeadLetters
-from chalicelib.services.delivery import Delivery
+from chalicelib.services.delivery import Delivery, DeliveryParts
+from chalicelib.services.delivery_roles import DeadLetterSinks, Subscribers
 from chalicelib.services.event_types import EventTypeSample, MetricsEventTypes, metrics_fetcher
 from chalicelib.services.ingress import Ingress
 from chalicelib.services.kafka_ingress import KafkaIngress, SourceIndex
@@ -119,28 +120,27 @@ class Container:
             archive_batch_seconds=self.settings.archive_batch_seconds,
         )
 
-    def _delivery(self, dead_letter_mode: bool) -> Delivery:
-        return Delivery(
+    @cached_property
+    def delivery_parts(self) -> DeliveryParts:
+        return DeliveryParts(
             self.cache,
             self.queues,
-            self.archive,
-            self.metrics,
-            self.sender,
-            self.ingress,
             self.claims,
-            kafka=self.kafka_publisher,
-            dead_letter_mode=dead_letter_mode,
-            max_attempt_timeout=max(1.0, self.settings.delivery_function_timeout_seconds - 10),
+            self.sender,
+            self.kafka_publisher,
+            self.metrics,
+            self.archive,
             archive_batch_seconds=self.settings.archive_batch_seconds,
+            max_attempt_timeout=max(1.0, self.settings.delivery_function_timeout_seconds - 10),
         )
 
     @cached_property
     def delivery(self) -> Delivery:
-        return self._delivery(False)
+        return Delivery(self.delivery_parts, Subscribers(self.delivery_parts, self.ingress))
 
     @cached_property
     def dead_letter(self) -> Delivery:
-        return self._delivery(True)
+        return Delivery(self.delivery_parts, DeadLetterSinks(self.delivery_parts))
 
     @cached_property
     def provisioner(self) -> Provisioner:

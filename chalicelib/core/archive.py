@@ -1,11 +1,6 @@
-"""Archive records, schema v1 (DESIGN.md §3): the one writer-side definition of what the ingress and
-delivery functions send to Firehose, and so of what the metrics job (``spark_glue/``) reads.
-
-Every record is a flat JSON object with ``v``, ``kind``, ``at`` (RFC 3339 UTC, milliseconds,
-``Z``), ``namespace`` and ``broker``, plus the fields of its kind. ``tests/unit/test_archive.py``
-checks each builder against the reader's field list in ``spark_glue/schema.py``, so the two cannot
-drift: change the shape only with a version bump.
-"""
+"""Archive records, schema v1 (DESIGN.md §3): what ingress and delivery send to Firehose, and so
+what the metrics job reads. ``tests/unit/test_archive.py`` holds each builder to the reader's
+fields in ``spark_glue/schema.py``: change the shape only with a version bump."""
 
 from __future__ import annotations
 
@@ -15,6 +10,7 @@ from typing import Any, Final
 
 from chalicelib.core import clock
 from chalicelib.core.cloudevents.json_format import dumps_utf8
+from chalicelib.core.delivery.outcomes import Outcome
 
 SCHEMA_VERSION: Final = 1
 
@@ -30,7 +26,7 @@ REJECT_REASONS: Final = (
     "unavailable",
 )
 # ``reply`` is a successful delivery whose answer was a CloudEvent (re-ingested into the broker).
-OUTCOMES: Final = ("delivered", "retry", "dead_lettered", "reply")
+OUTCOMES: Final = tuple(outcome.value for outcome in Outcome)
 
 _MAX_DETAIL = 200
 

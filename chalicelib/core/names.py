@@ -102,7 +102,3 @@ def is_owned_queue(prefix: str, name: str) -> bool:
     (``sb-`` and ``sb-prod-``), or each would take the other's queues for its own.
     """
     return name.startswith(prefix) and _OWNED_TAIL.match(name[len(prefix) :]) is not None
-
-
-def is_dlq_name(name: str) -> bool:
-    return name.endswith(DLQ_SUFFIX)

@@ -1,16 +1,5 @@
-"""Writing archive records (DESIGN.md §3) for ingress and delivery: retried, counted, logged.
-
-The archive feeds analytics, so its outage never refuses an event already stored. But a record it
-loses is not silent either: each write is tried ``attempts`` times with backoff, and what still
-fails is counted in ``archive_failure_count`` and logged with the event ids it carried.
-
-With ``batch_seconds`` > 0 (``BROKER_ARCHIVE_BATCH_SECONDS``; local mode's default is 1 s) records
-are gathered across requests and written by a background thread every ``batch_seconds``, or as
-soon as a Firehose call's worth (500) is waiting, as Firehose itself buffers before S3: one call
-for many events instead of one per request. What is buffered when the process ends normally is
-written at exit; a process killed outright loses at most one window of archive records (never
-events: they are in their queues). Deployed functions default to 0: written before answering.
-"""
+"""Writing archive records (DESIGN.md §3), for every function that writes them: retried, then
+counted in ``archive_failure_count`` and logged with the event ids, never raised."""
 
 from __future__ import annotations
 
@@ -30,6 +19,11 @@ log = logging.getLogger(__name__)
 ATTEMPTS = 3
 BACKOFF_SECONDS = (0.05, 0.2)  # before the 2nd and 3rd attempts
 _MAX_LOGGED_IDS = 20
+# With ``batch_seconds`` > 0 (``BROKER_ARCHIVE_BATCH_SECONDS``; local mode's default is 1 s) records
+# are gathered across requests and written by a background thread every window, or as soon as a
+# Firehose call's worth is waiting, as Firehose itself buffers before S3. What is buffered is
+# written at exit; a process killed outright loses at most one window of archive records (never
+# events: they are in their queues). Deployed functions default to 0: written before answering.
 FLUSH_RECORDS = 500  # one Firehose call's worth: written at once, not at the end of the window
 MAX_BUFFERED = 10_000  # past this (the archive is slow or down) writers flush themselves
 
@@ -45,7 +39,7 @@ class Archiver:
     ) -> None:
         self._sink = sink
         self._metrics = metrics
-        self._role = role  # "ingress" or "delivery": the metric's dimension
+        self._role = role  # the function writing ("ingress", "delivery", ...): the dimension
         self._sleep = sleep
         self._batch_seconds = batch_seconds
         self._buffer: list[bytes] = []

@@ -1,5 +1,5 @@
-"""The SQS message body for an event: inline when it fits, else a claim check on S3 (events over
-SQS's 256 KiB, up to the broker's limit). The blob is the event in the JSON format."""
+"""The claim check: what is too large for SQS (256 KiB) is stored on S3 and travels by reference.
+One place writes and reads those objects, for events and for Kafka ingress's failure records."""
 
 from __future__ import annotations
 
@@ -20,6 +20,11 @@ SQS_MAX_BYTES = 256 * 1024
 INLINE_LIMIT = SQS_MAX_BYTES - 1024  # room for the batch entry's own overhead
 
 
+def address(claim: ClaimCheck) -> str:
+    """The ``s3://`` address of a claimed object (the archive's ``dataref``)."""
+    return f"s3://{claim.bucket}/{claim.key}"
+
+
 class Claims:
     def __init__(self, blobs: Blobs, bucket: str, prefix: str) -> None:
         self._blobs = blobs
@@ -35,21 +40,32 @@ class Claims:
         headers: Mapping[str, str],
         claimed: dict[int, ClaimCheck] | None = None,
     ) -> str:
-        """Encode inline, or store the event once (``claimed`` remembers it per event object
-        across the triggers of one fan-out) and encode the claim check."""
+        """The SQS message for an event: inline when it fits, else its claim check."""
         body = encode_message(QueuedEvent(namespace, broker, trigger, event, None, headers))
         if len(body.encode()) <= INLINE_LIMIT:
             return body
-        claim = claimed.get(id(event)) if claimed is not None else None
-        if claim is None:
-            claim = self.store(namespace, broker, event)
-            if claimed is not None:
-                claimed[id(event)] = claim
+        claim = self.claim(namespace, broker, event, claimed)
         return encode_message(QueuedEvent(namespace, broker, trigger, None, claim, headers))
 
-    def store(self, namespace: str, broker: str, event: CloudEvent) -> ClaimCheck:
-        data = encode_event_blob(event)
-        key = f"{self._prefix}{namespace}/{broker}/{uuid.uuid4()}.json"
+    def claim(
+        self,
+        namespace: str,
+        broker: str,
+        event: CloudEvent,
+        claimed: dict[int, ClaimCheck] | None = None,
+    ) -> ClaimCheck:
+        """Store the event in the JSON format, once per event object when ``claimed`` remembers
+        them (the triggers of one fan-out, and its archive record, share one object)."""
+        claim = claimed.get(id(event)) if claimed is not None else None
+        if claim is None:
+            claim = self.put(f"{namespace}/{broker}/{uuid.uuid4()}.json", encode_event_blob(event))
+            if claimed is not None:
+                claimed[id(event)] = claim
+        return claim
+
+    def put(self, path: str, data: bytes) -> ClaimCheck:
+        """Store ``data`` under the claim prefix."""
+        key = f"{self._prefix}{path}"
         self._blobs.put(self._bucket, key, data)
         return ClaimCheck(bucket=self._bucket, key=key, size=len(data))
 

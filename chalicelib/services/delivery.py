@@ -1,8 +1,5 @@
-"""Delivery: drain a trigger queue, POST each event to the subscriber, and act on the answer
-(DESIGN.md §2.3). Retries use the queue itself: a retryable failure sets the message's visibility
-to the backoff delay and reports the message as a batch item failure; ``ApproximateReceiveCount``
-counts attempts. After ``retry + 1`` attempts, or at once for a non-retryable answer, the event
-goes to the trigger's DLQ with the ``knativeerror*`` extensions."""
+"""Delivery (DESIGN.md §2.3): drain a queue, send each event on, act on the answer. One engine for
+two roles (``services/delivery_roles.py``): a trigger's subscriber, and its dead-letter sink."""
 
 from __future__ import annotations
 
@@ -11,9 +8,10 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from aws_lambda_powertools.utilities.batch import (
     BatchProcessor,
@@ -21,13 +19,14 @@ from aws_lambda_powertools.utilities.batch import (
     process_partial_response,
 )
 
-from chalicelib.core import archive
+from chalicelib.core import archive, names
 from chalicelib.core.clock import utcnow
 from chalicelib.core.cloudevents import codec
 from chalicelib.core.cloudevents.event import CloudEvent
 from chalicelib.core.cloudevents.kafka_binding import encode_binary_record, encode_structured_record
 from chalicelib.core.cloudevents.sqs_message import QueuedEvent, decode_message
-from chalicelib.core.delivery import policy as delivery_policy
+from chalicelib.core.delivery import policy
+from chalicelib.core.delivery.outcomes import Attempt, Outcome
 from chalicelib.core.delivery.pacing import Pacer
 from chalicelib.core.errors import UnavailableError, ValidationError
 from chalicelib.core.resources.delivery_spec import kafka_target
@@ -43,19 +42,22 @@ from chalicelib.ports import (
 from chalicelib.services import tracing
 from chalicelib.services.archiver import Archiver
 from chalicelib.services.claims import Claims
-from chalicelib.services.ingress import TTL_ATTRIBUTE, Ingress, TtlExceededError
+from chalicelib.services.ingress import TTL_ATTRIBUTE
 from chalicelib.services.metrics import Metrics, status_class
 from chalicelib.services.routing import ConfigCache, Route
 
 log = logging.getLogger("broker.delivery")
 
-_SUCCESS, _REPLY, _RETRY = (
-    delivery_policy.Outcome.SUCCESS,
-    delivery_policy.Outcome.REPLY,
-    delivery_policy.Outcome.RETRY,
-)
-
 DEFAULT_ATTEMPT_TIMEOUT = 30.0
+# An attempt that failed unexpectedly (an AWS call that failed past its retries, a claim check
+# that could not be read) is tried again this much later, not after the queue's visibility timeout
+# (six times the function's timeout: six minutes by default).
+FAILURE_RETRY_SECONDS = 10
+# A message kept for inspection and redrive is hidden for the longest visibility SQS allows.
+KEEP_SECONDS = 43_200
+# The archive (schema v1) and the metrics record an acknowledged Kafka publish as 202 Accepted: a
+# success without a reply.
+KAFKA_ACKNOWLEDGED = 202
 
 
 class RetryLaterError(Exception):
@@ -64,6 +66,74 @@ class RetryLaterError(Exception):
 
 class NoDeadLetterSinkError(RetryLaterError):
     """The dead-letter function got an event of a trigger without a sink: it stays in the DLQ."""
+
+
+@dataclass(frozen=True)
+class DeliveryParts:
+    """What both roles deliver with."""
+
+    cache: ConfigCache
+    queues: Queues
+    claims: Claims
+    sender: HttpSender
+    kafka: KafkaPublisher | None
+    metrics: Metrics
+    archive: Archive
+    archive_batch_seconds: float = 0.0
+    max_attempt_timeout: float = 50.0
+    clock: Callable[[], datetime] = utcnow
+
+
+class Destination(NamedTuple):
+    """Where one trigger's events go, looked up once per batch."""
+
+    route: Route
+    target: str
+    kafka: tuple[str, str] | None  # (bootstrap servers, topic) of a kafka:// target
+    timeout: float  # seconds per attempt
+
+
+class Job:
+    """One record on its way through the passes of a batch (a plain class: one per event)."""
+
+    event: CloudEvent | None = None
+    headers: dict[str, str]
+    body: bytes = b""
+    sent: HttpResponse | PublishResult | None = None
+    answer: Attempt | None = None
+    error: Exception | None = None
+
+    def __init__(
+        self,
+        index: int,
+        record: Mapping[str, Any],
+        queue: str,
+        attempt: int,
+        queued: QueuedEvent,
+        destination: Destination,
+    ) -> None:
+        self.index, self.record, self.queue, self.attempt = index, record, queue, attempt
+        self.queued, self.destination = queued, destination
+
+
+class Role(Protocol):
+    """What differs between delivering a trigger's events and its dead letters."""
+
+    function: str  # the Lambda function, as archive_failure_count's dimension
+    request_headers: Mapping[str, str]  # added to every HTTP request
+    reads_replies: bool
+
+    def target(self, route: Route) -> str:
+        """The URI to deliver to; raises NoDeadLetterSinkError when there is none."""
+        ...
+
+    def reply(self, job: Job, reply: CloudEvent) -> None:
+        """Ingest a subscriber's reply; raises UnavailableError when it cannot be stored."""
+        ...
+
+    def give_up(self, job: Job) -> RetryLaterError | None:
+        """Act on a delivery that failed for good; the error to report if the message stays."""
+        ...
 
 
 def _queue_of(record: Mapping[str, Any]) -> str:
@@ -75,83 +145,21 @@ def _queue_name(arn: str) -> str:
     return arn.rsplit(":", 1)[-1]
 
 
-# An attempt that failed unexpectedly (an AWS call that failed past its retries, a claim check
-# that could not be read) is tried again this much later, not after the queue's visibility timeout
-# (six times the function's timeout: six minutes by default).
-FAILURE_RETRY_SECONDS = 10
-
-
-class _Destination(NamedTuple):
-    """Where one trigger's events go, looked up once per batch."""
-
-    route: Route
-    target: str
-    kafka: tuple[str, str] | None  # (bootstrap servers, topic) of a kafka:// target
-    timeout: float  # seconds per attempt
-
-
-class _Job:
-    """One record on its way through the passes of a batch (a plain class: one per event)."""
-
-    event: CloudEvent | None = None
-    headers: dict[str, str]
-    body: bytes = b""
-    response: HttpResponse | None = None
-    error: Exception | None = None
-    outcome: delivery_policy.Outcome | None = None
-    reply: CloudEvent | None = None
-
-    def __init__(
-        self,
-        index: int,
-        record: Mapping[str, Any],
-        queue: str,
-        attempt: int,
-        queued: QueuedEvent,
-        destination: _Destination,
-    ) -> None:
-        self.index, self.record, self.queue, self.attempt = index, record, queue, attempt
-        self.queued, self.destination = queued, destination
-
-
 class Delivery:
     def __init__(
-        self,
-        cache: ConfigCache,
-        queues: Queues,
-        archive_sink: Archive,
-        metrics: Metrics,
-        sender: HttpSender,
-        ingress: Ingress,
-        claims: Claims,
-        *,
-        kafka: KafkaPublisher | None = None,
-        dead_letter_mode: bool = False,
-        max_attempt_timeout: float = 50.0,
-        pool_size: int = 10,
-        pacer: Pacer | None = None,
-        clock: Callable[[], datetime] = utcnow,
-        archive_batch_seconds: float = 0.0,
+        self, parts: DeliveryParts, role: Role, *, pool_size: int = 10, pacer: Pacer | None = None
     ) -> None:
-        self._cache = cache
-        self._queues = queues
+        self._parts = parts
+        self._role = role
+        self._queues = parts.queues
+        self._metrics = parts.metrics
+        self._clock = parts.clock
         self._archiver = Archiver(
-            archive_sink,
-            metrics,
-            "dead_letter" if dead_letter_mode else "delivery",
-            batch_seconds=archive_batch_seconds,
+            parts.archive, parts.metrics, role.function, batch_seconds=parts.archive_batch_seconds
         )
-        self._metrics = metrics
-        self._sender = sender
-        self._ingress = ingress
-        self._claims = claims
-        self._kafka = kafka
-        self._dead_letter_mode = dead_letter_mode
-        self._max_timeout = max_attempt_timeout
         self._pool = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="deliver")
         self._pacer = pacer or Pacer(pool_size, time.monotonic)
         self._processors = threading.local()
-        self._clock = clock
 
     # ---- the Lambda entry ---------------------------------------------------------------------
 
@@ -192,8 +200,8 @@ class Delivery:
         answers. Each pass keeps its own code hot, and only sending (and acting on an answer
         that needs AWS calls) ever runs on more than one thread."""
         outcomes: list[Exception | None] = [None] * len(records)
-        jobs: list[_Job] = []
-        destinations: dict[tuple[str, str, str], _Destination | None] = {}  # this batch's
+        jobs: list[Job] = []
+        destinations: dict[tuple[str, str, str], Destination | None] = {}  # this batch's
         for i, record in enumerate(records):
             try:
                 job = self._prepare(i, record, destinations)
@@ -209,13 +217,9 @@ class Delivery:
         for job in jobs:
             if job.error is None:
                 try:
-                    self._judge(job)
-                    if job.outcome is _SUCCESS:  # delivered: nothing to do but record it
-                        assert job.event is not None and job.response is not None
-                        self._record(
-                            job.destination.route, job.event, job.attempt, job.response,
-                            "delivered", archived,
-                        )  # fmt: skip
+                    job.answer = self._judge(job)
+                    if job.answer.outcome is Outcome.SUCCESS:  # nothing to do but record it
+                        self._record(job, Outcome.SUCCESS, archived)
                         continue
                 except Exception as exc:
                     outcomes[job.index] = self._failure(job.record, exc)
@@ -230,7 +234,7 @@ class Delivery:
             outcomes[other[0].index] = self._safe_settle(other[0], archived)
         return outcomes
 
-    def _send_all(self, jobs: list[_Job]) -> None:
+    def _send_all(self, jobs: list[Job]) -> None:
         """Send every job's request, with as many in flight as the subscriber's answer time pays
         for (``core/delivery/pacing.py``): one after the other for a subscriber that answers
         faster than our own work on a request, up to ``pool_size`` at once for a slow one."""
@@ -254,7 +258,7 @@ class Delivery:
         for helper in helpers:
             helper.result()
 
-    def _serial(self, queue: str, jobs: list[_Job], start: int, stop: int) -> int:
+    def _serial(self, queue: str, jobs: list[Job], start: int, stop: int) -> int:
         """Send ``jobs[start:stop]`` one after the other and show the pacer how long they took;
         stops early after one that took far longer than usual. Returns where it stopped."""
         began, cpu = time.perf_counter(), time.thread_time()
@@ -290,7 +294,7 @@ class Delivery:
             log.warning("could not reschedule %s: %s", record.get("messageId"), again)
         return exc
 
-    def _safe_settle(self, job: _Job, archived: list[bytes]) -> Exception | None:
+    def _safe_settle(self, job: Job, archived: list[bytes]) -> Exception | None:
         try:
             if job.error is not None:
                 raise job.error
@@ -305,8 +309,8 @@ class Delivery:
         self,
         index: int,
         record: Mapping[str, Any],
-        destinations: dict[tuple[str, str, str], _Destination | None],
-    ) -> _Job | None:
+        destinations: dict[tuple[str, str, str], Destination | None],
+    ) -> Job | None:
         """Read the message and build the request; None when there is nothing to send.
         ``destinations``: where each trigger of this batch delivers, looked up once a batch."""
         queue = _queue_of(record)
@@ -323,28 +327,27 @@ class Delivery:
             else:
                 destination = destinations[key] = self._destination(queued)
         except NoDeadLetterSinkError:
-            # Dead-letter mode without a sink (removed while its mapping still exists, or the
-            # mapping's removal failed): the event stays in the DLQ, out of sight for the
-            # longest visibility SQS allows, for inspection and redrive. Never deleted.
-            self._queues.change_visibility(queue, record["receiptHandle"], 43200)
+            # No sink (removed while its mapping still exists, or the mapping's removal failed):
+            # the event stays in the DLQ for inspection and redrive. Never deleted.
+            self._queues.change_visibility(queue, record["receiptHandle"], KEEP_SECONDS)
             raise
         if destination is None:
             return None
-        job = _Job(index, record, queue, attempt, queued, destination)
+        job = Job(index, record, queue, attempt, queued, destination)
         if queued.event is not None:  # inline; a claim check is read from S3 when sending
             self._build(job, queued.event)
         return job
 
-    def _destination(self, queued: QueuedEvent) -> _Destination | None:
-        """Where the trigger delivers; None when it is gone. Raises NoDeadLetterSinkError in
-        dead-letter mode when the trigger has no sink."""
-        config = self._cache.get(queued.namespace, queued.broker)
+    def _destination(self, queued: QueuedEvent) -> Destination | None:
+        """Where the trigger delivers; None when it is gone."""
+        cache = self._parts.cache
+        config = cache.get(queued.namespace, queued.broker)
         route = config.route(queued.trigger) if config else None
         if route is None:
             # Not in this container's cached config: it may be newer than the cache (a trigger
             # created a moment ago). Read it again once before deciding it is gone.
-            self._cache.invalidate(queued.namespace, queued.broker)
-            config = self._cache.get(queued.namespace, queued.broker)
+            cache.invalidate(queued.namespace, queued.broker)
+            config = cache.get(queued.namespace, queued.broker)
             route = config.route(queued.trigger) if config else None
         if route is None:
             # Deleted broker or trigger: Knative lets a few events still arrive after a delete;
@@ -356,14 +359,12 @@ class Delivery:
                 queued.trigger,
             )
             return None
-        target = self._target(route)
-        if not target:
-            raise NoDeadLetterSinkError("no dead-letter sink is set; the event stays in the DLQ")
+        target = self._role.target(route)
         timeout = route.delivery.timeout.seconds if route.delivery.timeout else None
-        timeout = min(timeout or DEFAULT_ATTEMPT_TIMEOUT, self._max_timeout)
-        return _Destination(route, target, kafka_target(target), timeout)
+        timeout = min(timeout or DEFAULT_ATTEMPT_TIMEOUT, self._parts.max_attempt_timeout)
+        return Destination(route, target, kafka_target(target), timeout)
 
-    def _build(self, job: _Job, event: CloudEvent) -> None:
+    def _build(self, job: Job, event: CloudEvent) -> None:
         job.event = event
         if job.destination.kafka is not None:
             return
@@ -379,15 +380,14 @@ class Delivery:
                 headers[name] = value
         headers.update(tracing.next_hop(queued.headers))
         headers["Kn-Namespace"] = queued.namespace
-        if not self._dead_letter_mode:
-            headers["Prefer"] = "reply"
+        headers.update(self._role.request_headers)
         job.headers, job.body = headers, body
 
-    def _transmit(self, job: _Job) -> None:
+    def _transmit(self, job: Job) -> None:
         """Send one job's request (on any thread); never raises: a failure is kept on the job."""
         try:
             if job.event is None:
-                self._build(job, self._claims.load(job.queued))
+                self._build(job, self._parts.claims.load(job.queued))
         except Exception as exc:  # e.g. the claim-check object could not be read: retried
             job.error = exc
             return
@@ -395,177 +395,104 @@ class Delivery:
         to = job.destination
         try:
             if to.kafka is not None:
-                job.response = self._publish(to.route, job.event, *to.kafka, to.timeout)
+                job.sent = self._publish(to.route, job.event, *to.kafka, to.timeout)
             else:
-                job.response = self._sender.post(to.target, job.headers, job.body, to.timeout)
+                job.sent = self._parts.sender.post(to.target, job.headers, job.body, to.timeout)
         except Exception as exc:
             # Whatever the sender raised (a header it refuses to write, a bug in a client
             # library) is this attempt's outcome, as a transport error with its reason: it is
             # retried with backoff and dead-lettered with knativeerror* like any other, instead
             # of waiting out the visibility timeout and reaching the DLQ without a reason.
             reason = f"{type(exc).__name__}: {exc}"
-            job.response = HttpResponse(None, {}, f"send error: {reason}".encode(), reason)
+            job.sent = HttpResponse(None, {}, f"send error: {reason}".encode(), reason)
 
-    def _judge(self, job: _Job) -> None:
-        """Read the answer (DESIGN.md §2.3): the outcome, and the reply event if there is one."""
-        response = job.response
-        assert response is not None
-        reply_event, reply_invalid = self._reply_of(response)  # none in dead-letter mode
-        job.outcome = delivery_policy.classify(
-            response.status, has_reply_event=reply_event is not None, reply_invalid=reply_invalid
+    def _judge(self, job: Job) -> Attempt:
+        """Read the answer (DESIGN.md §2.3): its outcome, and the reply event if there is one."""
+        sent = job.sent
+        if isinstance(sent, PublishResult):
+            outcome = policy.classify_publish(sent.ok)
+            if sent.ok:
+                return Attempt(outcome, KAFKA_ACKNOWLEDGED, b"", sent.elapsed_ms)
+            detail = f"kafka publish error: {sent.error}".encode()
+            return Attempt(outcome, None, detail, sent.elapsed_ms)
+        assert sent is not None
+        reply, reply_invalid = self._reply_of(sent)
+        outcome = policy.classify(
+            sent.status, has_reply_event=reply is not None, reply_invalid=reply_invalid
         )
-        job.reply = reply_event
+        retry_after = sent.headers.get("retry-after")
+        return Attempt(outcome, sent.status, sent.body, sent.elapsed_ms, retry_after, reply)
 
-    def _settle(self, job: _Job, archived: list[bytes]) -> None:
-        """Act on the answer: ingest a reply, schedule a retry, dead-letter, and record it."""
-        response, event, outcome = job.response, job.event, job.outcome
-        assert response is not None and event is not None and outcome is not None
-        if outcome is _REPLY and job.reply is not None:
+    def _settle(self, job: Job, archived: list[bytes]) -> None:
+        """Act on the answer: ingest a reply, schedule a retry or give up, and record it."""
+        answer = job.answer
+        assert answer is not None
+        outcome = answer.outcome
+        if outcome is Outcome.REPLY and answer.reply is not None:
             try:
-                self._ingest_reply(job.queued, event, job.reply)
+                self._role.reply(job, answer.reply)
             except UnavailableError:
-                outcome = _RETRY
-        self._finish(
-            job.destination.route,
-            job.queued,
-            event,
-            job.record,
-            job.queue,
-            job.attempt,
-            response,
-            job.destination.target,
-            outcome,
-            archived,
-        )
-
-    def _finish(
-        self,
-        route: Route,
-        queued: QueuedEvent,
-        event: CloudEvent,
-        record: Mapping[str, Any],
-        queue: str,
-        attempt: int,
-        response: HttpResponse,
-        target: str,
-        outcome: delivery_policy.Outcome,
-        archived: list[bytes],
-    ) -> None:
-        if outcome is _SUCCESS or outcome is _REPLY:
-            kind = "reply" if outcome is _REPLY else "delivered"
-            self._record(route, event, attempt, response, kind, archived)
-            return
-        spec = route.delivery
-        if outcome is _RETRY and not delivery_policy.should_dead_letter(attempt, spec):
-            delay = delivery_policy.retry_delay(
-                spec, attempt, response.status, response.headers.get("retry-after"), self._clock()
+                outcome = Outcome.RETRY
+        spec = job.destination.route.delivery
+        outcome = policy.final(outcome, job.attempt, spec)
+        if outcome is Outcome.RETRY:
+            delay = policy.retry_delay(
+                spec, job.attempt, answer.status, answer.retry_after, self._clock()
             )
             self._queues.change_visibility(
-                queue, record["receiptHandle"], delivery_policy.visibility_timeout_for(delay)
+                job.queue, job.record["receiptHandle"], policy.visibility_timeout_for(delay)
             )
-            self._record(route, event, attempt, response, "retry", archived)
+            self._record(job, outcome, archived)
             raise RetryLaterError(
-                f"attempt {attempt} answered {response.status}; retry in {delay}s"
+                f"attempt {job.attempt} answered {answer.status}; retry in {delay}s"
             )
-        if self._dead_letter_mode:
-            # The dead-letter sink itself failed for good: keep the event in the DLQ, out of sight
-            # for the longest visibility SQS allows, for inspection and redrive.
-            self._queues.change_visibility(queue, record["receiptHandle"], 43200)
-            self._record(route, event, attempt, response, "dead_lettered", archived)
-            raise RetryLaterError("dead-letter sink failed; event kept in the DLQ")
-        extensions = delivery_policy.dead_letter_extensions(target, response.status, response.body)
-        body = self._claims.message_body(
-            queued.namespace,
-            queued.broker,
-            queued.trigger,
-            event.replace_attributes(extensions),
-            queued.headers,
-        )
-        failed = self._queues.send_batch(route.dlq, [OutgoingMessage("0", body)])
-        if failed:
-            raise UnavailableError(f"could not move the event to {route.dlq}")
-        self._record(route, event, attempt, response, "dead_lettered", archived)
+        kept = self._role.give_up(job) if outcome is Outcome.DEAD_LETTER else None
+        self._record(job, outcome, archived)
+        if kept is not None:
+            raise kept
 
     # ---- pieces --------------------------------------------------------------------------------
 
-    def _target(self, route: Route) -> str | None:
-        if self._dead_letter_mode:
-            return route.delivery.dead_letter_sink_uri
-        return route.subscriber_uri
-
     def _publish(
         self, route: Route, event: CloudEvent, servers: str, topic: str, timeout: float
-    ) -> HttpResponse:
+    ) -> PublishResult:
         """A ``kafka://`` subscriber (DESIGN.md §10): one record, binary mode (structured with
-        ``format: json``), key from ``partitionkey``, acks=all. Acknowledged reads as 202 (no
-        reply); any failure as a transport error, so the retry and dead-letter rules apply."""
+        ``format: json``), key from ``partitionkey``, acks=all."""
         outgoing = event.replace_attributes(remove=(TTL_ATTRIBUTE,))
         if route.delivery.format == "json":
             record = encode_structured_record(outgoing)
         else:
             record = encode_binary_record(outgoing)
-        if self._kafka is None:
-            result = PublishResult(False, "no Kafka publisher is configured")
-        else:
-            result = self._kafka.publish(servers, topic, record, timeout)
-        if result.ok:
-            return HttpResponse(202, {}, b"", elapsed_ms=result.elapsed_ms)
-        return HttpResponse(
-            None, {}, f"kafka publish error: {result.error}".encode(), result.error,
-            result.elapsed_ms,
-        )  # fmt: skip
+        if self._parts.kafka is None:
+            return PublishResult(False, "no Kafka publisher is configured")
+        return self._parts.kafka.publish(servers, topic, record, timeout)
 
     def _reply_of(self, response: HttpResponse) -> tuple[CloudEvent | None, bool]:
         # 202 is never a reply (data-plane contract); only a 200 can carry one.
-        if response.status != 200 or self._dead_letter_mode:
+        if response.status != 200 or not self._role.reads_replies:
             return None, False
         try:
             return codec.decode_response(response.headers, response.body), False
         except ValidationError:
             return None, True
 
-    def _ingest_reply(self, queued: QueuedEvent, original: CloudEvent, reply: CloudEvent) -> None:
-        config = self._cache.get(queued.namespace, queued.broker)
-        if config is None:
-            return
-        ttl = original.get(TTL_ATTRIBUTE)
-        if ttl is not None:
-            reply = reply.replace_attributes({TTL_ATTRIBUTE: ttl})
-        try:
-            self._ingress.ingest(config, [reply], queued.headers)
-        except TtlExceededError:
-            log.warning("reply %s dropped: knativebrokerttl exhausted (reply loop)", reply.id)
-        except ValidationError as exc:
-            log.warning("reply %s dropped: %s", reply.id, exc)
-        self._metrics.count(
-            "reply_count",
-            {"namespace": queued.namespace, "broker": queued.broker, "trigger": queued.trigger},
-        )
-
     def _poison(self, queue: str, record: Mapping[str, Any], why: str) -> None:
         log.error("unreadable message %s in %s: %s", record.get("messageId"), queue, why)
-        dlq = queue if queue.endswith("-dlq") else queue + "-dlq"
-        if dlq != queue:
+        if not queue.endswith(names.DLQ_SUFFIX):
+            dlq = queue + names.DLQ_SUFFIX
             self._queues.send_batch(dlq, [OutgoingMessage("0", record["body"])])
 
-    def _record(
-        self,
-        route: Route,
-        event: CloudEvent,
-        attempt: int,
-        response: HttpResponse,
-        outcome: str,
-        archived: list[bytes],
-    ) -> None:
-        status = response.status
+    def _record(self, job: Job, outcome: Outcome, archived: list[bytes]) -> None:
+        route, event, answer = job.destination.route, job.event, job.answer
+        assert event is not None and answer is not None
+        status = answer.status
         dims = (  # sorted by name
             ("broker", route.broker),
             ("namespace", route.namespace),
             ("response_code_class", status_class(status) if status else "5xx"),
             ("trigger", route.name),
         )
-        metric = "dead_letter_count" if outcome == "dead_lettered" else "delivery_count"
-        self._metrics.count_sorted(metric, dims)
+        self._metrics.count_sorted(outcome.metric, dims)
         if log.isEnabledFor(logging.INFO):
             log.info(
                 "deliver %s/%s/%s id=%s attempt=%d -> %s %s (%.1f ms)",
@@ -573,10 +500,10 @@ class Delivery:
                 route.broker,
                 route.name,
                 event.id,
-                attempt,
+                job.attempt,
                 status if status is not None else "error",
-                outcome,
-                response.elapsed_ms,
+                outcome.value,
+                answer.elapsed_ms,
             )
         now = self._clock()
         arrival = event.get("knativearrivaltime")
@@ -588,10 +515,10 @@ class Delivery:
             event.type,
             event.source,
             str(arrival) if arrival else archive.rfc3339(now),
-            attempt,
+            job.attempt,
             status,
-            outcome,
-            response.elapsed_ms,
+            outcome.value,
+            answer.elapsed_ms,
             now,
         )
         archived.append(archive.encode_line(record))  # list.append is atomic under the GIL

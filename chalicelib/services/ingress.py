@@ -28,7 +28,7 @@ from chalicelib.core.resources.broker import DEFAULT_MAX_EVENT_BYTES
 from chalicelib.ports import Archive, OutgoingMessage, QueueSender
 from chalicelib.problems import status_of
 from chalicelib.services.archiver import Archiver
-from chalicelib.services.claims import INLINE_LIMIT, SQS_MAX_BYTES, Claims
+from chalicelib.services.claims import INLINE_LIMIT, SQS_MAX_BYTES, Claims, address
 from chalicelib.services.metrics import Metrics, status_class
 from chalicelib.services.routing import BrokerConfig, ConfigCache, Route
 
@@ -181,12 +181,7 @@ class Ingress:
                 per_queue.setdefault(route.queue, []).append(body)
             dataref = None
             if size > INLINE_LIMIT:  # archived by reference, as it travels (DESIGN.md §12)
-                claim = claimed.get(id(event))
-                if claim is None:
-                    claim = claimed[id(event)] = self._claims.store(
-                        config.namespace, config.name, event
-                    )
-                dataref = f"s3://{claim.bucket}/{claim.key}"
+                dataref = address(self._claims.claim(config.namespace, config.name, event, claimed))
             record = archive.accepted_record(
                 config.namespace,
                 config.name,

@@ -37,7 +37,8 @@ from chalicelib.core.errors import (
 )
 from chalicelib.core.resources import kafka_source as ks
 from chalicelib.ports import Archive, Blobs, OutgoingMessage, Queues, ResourceStore
-from chalicelib.services.claims import INLINE_LIMIT
+from chalicelib.services.archiver import Archiver
+from chalicelib.services.claims import INLINE_LIMIT, Claims
 from chalicelib.services.ingress import Ingress, TtlExceededError
 from chalicelib.services.metrics import Metrics
 from chalicelib.services.resources import Resources
@@ -139,12 +140,10 @@ class KafkaIngress:
         self._cache = cache
         self._ingress = ingress
         self._queues = queues
-        self._blobs = blobs
-        self._archive = archive_sink
+        self._claims = Claims(blobs, claim_bucket, claim_prefix)
+        self._archiver = Archiver(archive_sink, metrics, "kafka_ingress")
         self._metrics = metrics
         self._prefix = queue_prefix
-        self._bucket = claim_bucket
-        self._claim_prefix = claim_prefix
         self._clock = clock
 
     def handle(self, event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
@@ -262,20 +261,20 @@ class KafkaIngress:
     def _claim(self, source: ks.KafkaSource, item: _Item, doc: dict[str, Any]) -> str:
         """A record too large for SQS goes to S3, the message keeps the reason and a pointer."""
         data = json.dumps(doc["record"], separators=(",", ":")).encode()
-        key = (
-            f"{self._claim_prefix}kafka-failures/{source.namespace}/{source.name}/"
+        path = (
+            f"kafka-failures/{source.namespace}/{source.name}/"
             f"{item.raw.get('topic')}-{item.raw.get('partition')}-{item.raw.get('offset')}-"
             f"{uuid.uuid4().hex[:8]}.json"
         )
         try:
-            self._blobs.put(self._bucket, key, data)
+            claim = self._claims.put(path, data)
         except BrokerError as exc:
             raise UnavailableError(f"could not store an invalid record in S3: {exc}") from exc
         small = {k: v for k, v in doc.items() if k != "record"}
         small["record"] = {
             k: item.raw.get(k) for k in ("topic", "partition", "offset", "timestamp")
         }
-        small["recordClaim"] = {"bucket": self._bucket, "key": key, "size": len(data)}
+        small["recordClaim"] = {"bucket": claim.bucket, "key": claim.key, "size": claim.size}
         return json.dumps(small, separators=(",", ":"))
 
     def _count(self, source: ks.KafkaSource, status_class: str, n: int) -> None:
@@ -293,10 +292,7 @@ class KafkaIngress:
         record = archive.rejected_record(
             source.namespace, source.sink_broker, status, reason, detail, now
         )
-        try:
-            self._archive.put([archive.encode_line(record)])
-        except BrokerError as exc:
-            log.warning("archive unavailable: %s", exc)
+        self._archiver.write([archive.encode_line(record)])  # retried, counted, logged
 
 
 def _passthrough(item: _Item) -> dict[str, str]:

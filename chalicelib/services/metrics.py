@@ -1,10 +1,5 @@
-"""Broker metrics (DESIGN.md §4): CloudWatch EMF through aws-lambda-powertools.
-
-Measurements are buffered and flushed once per request or batch (as powertools' own
-``log_metrics`` does per invocation): one EMF document per dimension set, built by powertools'
-serializer, written to a sink (stdout on Lambda). The local runtime aggregates the same documents
-and serves them as Prometheus text at ``GET /metrics``.
-"""
+"""Broker metrics (DESIGN.md §4): CloudWatch EMF through aws-lambda-powertools, flushed once per
+request or batch; the local runtime serves the same documents' aggregate as Prometheus text."""
 
 from __future__ import annotations
 
@@ -116,6 +111,9 @@ class Metrics:
                     sums[1] += sum(values)
 
     def prometheus_text(self) -> str:
+        # Written by hand, not with prometheus_client: these are a few counters and summaries
+        # that the local runtime alone serves, and the library would be a runtime dependency in
+        # every Lambda package (requirements.txt) for twenty lines of text.
         self.flush()
         lines: list[str] = []
         with self._lock:

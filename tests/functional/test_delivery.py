@@ -7,12 +7,14 @@ import json
 import math
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 
 from chalicelib.core.delivery.pacing import Pacer
 from chalicelib.ports import HttpResponse
 from chalicelib.services.delivery import Delivery
+from chalicelib.services.delivery_roles import Subscribers
 from tests.functional.harness import Harness
 
 OK = HttpResponse(202, {}, b"")
@@ -261,9 +263,8 @@ class InFlight:
 def paced(h: Harness, sender: InFlight, pacer: Pacer) -> None:
     c = h.container
     c.sender = sender  # type: ignore[misc]
-    c.delivery = Delivery(  # type: ignore[misc]
-        c.cache, c.queues, c.archive, c.metrics, c.sender, c.ingress, c.claims, pacer=pacer
-    )
+    parts = replace(c.delivery_parts, sender=sender)
+    c.delivery = Delivery(parts, Subscribers(parts, c.ingress), pacer=pacer)  # type: ignore[misc]
 
 
 def primed(h: Harness, lanes: int, jobs: int) -> Pacer:

@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chalicelib.core.cloudevents.codec import (
+    BATCH_CONTENT_TYPE,
     decode_http,
     decode_response,
-    encode_batch,
     encode_binary,
     encode_structured,
     from_json,
@@ -27,6 +27,7 @@ from chalicelib.core.cloudevents.json_format import (
     dumps_utf8_stdlib,
     parse_json,
     parse_json_stdlib,
+    to_wire_json,
 )
 from chalicelib.core.cloudevents.kafka_binding import (
     KafkaRecord,
@@ -129,7 +130,8 @@ def test_structured_and_json_round_trip(event: CloudEvent) -> None:
 @ROUND_TRIP
 @given(st.lists(events(typed=True), max_size=4))
 def test_batch_round_trip(batch: list[CloudEvent]) -> None:
-    assert decode_http(*encode_batch(batch)) == batch
+    body = dumps_utf8([to_wire_json(e) for e in batch])
+    assert decode_http({"content-type": BATCH_CONTENT_TYPE}, body) == batch
 
 
 @ROUND_TRIP

@@ -123,14 +123,14 @@ def test_a_serial_stretch_is_observed_as_a_whole() -> None:
     p, _ = pacer()
     p.observe("q", elapsed=10 * 0.0003, cpu=10 * 0.00025, count=10)  # wait 0.2 x cpu
     assert p.concurrency("q") == 1
-    assert not p.too_slow("q", 0.0011) and p.too_slow("q", 0.0013)  # 4 x the usual 0.3 ms
+    assert 0.0011 < p.slow_after("q") < 0.0013  # 4 x the usual 0.3 ms
     p.observe("q", elapsed=1.0, cpu=1.0, count=0)  # nothing sent: nothing learnt
     assert p.concurrency("q") == 1
 
 
 def test_nothing_is_too_slow_before_anything_is_known() -> None:
     p, _ = pacer()
-    assert not p.too_slow("q", 60.0)
+    assert p.slow_after("q") == math.inf
 
 
 @pytest.mark.parametrize(

@@ -182,10 +182,6 @@ def encode_structured(event: CloudEvent) -> tuple[dict[str, str], bytes]:
     return {"content-type": STRUCTURED_CONTENT_TYPE}, dumps_utf8(to_wire_json(event))
 
 
-def encode_batch(events: list[CloudEvent]) -> tuple[dict[str, str], bytes]:
-    return {"content-type": BATCH_CONTENT_TYPE}, dumps_utf8([to_wire_json(e) for e in events])
-
-
 def _same(name: str) -> str:
     return name
 

@@ -101,10 +101,6 @@ class Pacer:
         state.ratio = _average(state.ratio, ratio)
         state.elapsed = _average(state.elapsed, elapsed / count)
 
-    def too_slow(self, queue: str, elapsed: float) -> bool:
-        """Did this serial delivery take far longer than they usually do?"""
-        return elapsed > self.slow_after(queue)
-
     def slow_after(self, queue: str) -> float:
         """The seconds beyond which a serial delivery counts as too slow (inf: nothing known)."""
         usual = self._state(queue).elapsed

@@ -1,17 +1,15 @@
-"""Delivery policy as data and pure functions (DESIGN.md §2.3): what a subscriber's answer means,
-how long to wait before the next attempt, when to give up, and what a dead-lettered event carries.
-
-Time is a parameter (``now``); nothing here sleeps or reads a clock.
-"""
+"""Delivery policy as pure functions (DESIGN.md §2.3): what an answer means, how long to wait,
+when to give up, what a dead letter carries. Time is a parameter; nothing here reads a clock."""
 
 from __future__ import annotations
 
 import base64
-import enum
 import math
 import re
 from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 
+from chalicelib.core.delivery.outcomes import Outcome
 from chalicelib.core.resources.delivery_spec import DeliverySpec
 
 # SQS caps a message's visibility timeout at 12 hours, and retries wait in the queue.
@@ -21,13 +19,6 @@ MAX_BACKOFF_SECONDS = 43_200
 MAX_ERROR_DATA_CHARS = 1024
 _MAX_ERROR_DATA_BYTES = MAX_ERROR_DATA_CHARS // 4 * 3
 TRANSPORT_ERROR_CODE = 500  # what Knative records for a connection error or a timeout
-
-
-class Outcome(enum.Enum):
-    SUCCESS = "success"  # delivered; nothing comes back
-    REPLY = "reply"  # delivered; the response carries an event to ingest into the same broker
-    RETRY = "retry"  # failed; try again after the backoff
-    DEAD_LETTER = "dead_letter"  # failed; retrying cannot help, dead-letter now
 
 
 # The data-plane contract retries these 4xx: the endpoint may appear (404), the request timed
@@ -54,6 +45,19 @@ def classify(status: int | None, *, has_reply_event: bool, reply_invalid: bool) 
     return Outcome.RETRY
 
 
+def classify_publish(acknowledged: bool) -> Outcome:
+    """The outcome of a Kafka publish: delivered once the cluster acknowledges it (a record has no
+    reply), else retried like a transport error."""
+    return Outcome.SUCCESS if acknowledged else Outcome.RETRY
+
+
+def final(outcome: Outcome, attempt: int, spec: DeliverySpec) -> Outcome:
+    """The outcome to act on: a retry after the last attempt is a dead letter."""
+    if outcome is Outcome.RETRY and should_dead_letter(attempt, spec):
+        return Outcome.DEAD_LETTER
+    return outcome
+
+
 def backoff_seconds(policy: str | None, delay_s: float | None, k: int) -> float:
     """The wait before retry ``k`` (1 for the first retry), capped at 12 hours.
 
@@ -77,14 +81,7 @@ def backoff_seconds(policy: str | None, delay_s: float | None, k: int) -> float:
 
 
 _DELTA_SECONDS = re.compile(r"^[0-9]+$")
-_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
-_MONTH = "(?P<mon>" + "|".join(_MONTHS) + ")"
-_TIME = r"(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)"
-_HTTP_DATES = (  # RFC 9110 §5.6.7: IMF-fixdate, then the obsolete RFC 850 and asctime forms
-    re.compile(rf"^[A-Z][a-z]{{2}}, (?P<d>\d\d) {_MONTH} (?P<y>\d{{4}}) {_TIME} GMT$"),
-    re.compile(rf"^[A-Z][a-z]{{5,8}}, (?P<d>\d\d)-{_MONTH}-(?P<y>\d\d) {_TIME} GMT$"),
-    re.compile(rf"^[A-Z][a-z]{{2}} {_MONTH} (?P<d>[ \d]\d) {_TIME} (?P<y>\d{{4}})$"),
-)
+_RFC850_YEAR = re.compile(r"-\d\d ")  # "Sunday, 06-Nov-94 08:49:37 GMT"
 
 
 def parse_retry_after(value: str, now: datetime) -> float | None:
@@ -106,27 +103,24 @@ def parse_retry_after(value: str, now: datetime) -> float | None:
 
 
 def _http_date(text: str, now: datetime) -> datetime | None:
-    for pattern in _HTTP_DATES:
-        match = pattern.match(text)
-        if match is None:
-            continue
-        year = int(match["y"])
-        if len(match["y"]) == 2:
-            # RFC 9110: a two-digit year more than 50 years in the future is in the past century.
-            year += 2000 if 2000 + year <= now.year + 50 else 1900
-        try:
-            return datetime(
-                year,
-                _MONTHS.index(match["mon"]) + 1,
-                int(match["d"].strip()),
-                int(match["h"]),
-                int(match["m"]),
-                int(match["s"]),
-                tzinfo=UTC,
-            )
-        except ValueError:
-            return None  # 31 Feb, 25:00 ...
-    return None
+    """An HTTP-date (RFC 9110 §5.6.7), or None. The stdlib reads its three forms and more besides,
+    which HTTP does not allow and is refused here: IMF-fixdate and the obsolete RFC 850 form say
+    ``GMT``, asctime says no zone at all."""
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError):  # not a date, or 31 Feb, 25:00 ...
+        return None
+    if when.tzinfo is None:  # asctime; "-0000" also reads as no zone, but it is not HTTP's
+        if "," in text:
+            return None
+        when = when.replace(tzinfo=UTC)
+    elif not text.endswith(" GMT"):  # "UTC", "+0200"
+        return None
+    # RFC 9110: a two-digit year more than 50 years in the future is in the past century. The
+    # stdlib's fixed pivot (69 -> 1969) reads some years a century too early.
+    if _RFC850_YEAR.search(text) and when.year + 100 <= now.year + 50:
+        when = when.replace(year=when.year + 100)
+    return when
 
 
 def retry_delay(

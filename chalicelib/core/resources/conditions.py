@@ -100,9 +100,6 @@ class ConditionManager:
     def get(self, type_: str) -> Condition | None:
         return self._current.get(type_)
 
-    def is_happy(self) -> bool:
-        return self._current[self._set.happy].status == TRUE
-
     def conditions(self) -> list[Condition]:
         """Sorted by type, as Knative keeps them."""
         return sorted(self._current.values(), key=lambda c: c.type)

@@ -1,12 +1,4 @@
-"""ISO-8601 durations as Knative's DeliverySpec uses them (``PT0.2S``, ``PT1S``, ``P1D``,
-``PT1M30S``).
-
-Knative parses these with ``period.Parse`` and converts with ``DurationApprox``, so years and
-months are accepted with their average lengths (365.2425 days, a twelfth of that). A leading
-``-`` makes a duration negative; whether that is allowed is the caller's rule (``retryAfterMax``
-must not be negative, ``timeout`` must not be zero). Only the lowest-order component may carry a
-decimal fraction (ISO 8601 §4.4.3.2), with ``.`` or ``,`` as the separator.
-"""
+"""ISO-8601 durations as Knative's DeliverySpec reads them (``PT0.2S``, ``P1D``, ``PT1M30S``)."""
 
 from __future__ import annotations
 
@@ -15,6 +7,12 @@ import math
 import re
 from dataclasses import dataclass
 
+# Not isodate: it accepts what Knative's ``period.Parse`` refuses (``PT``, ``P1DT``, a fraction
+# before the last component, the ``P0001-02-03T...`` alternative form), its errors do not say what
+# to fix, and it keeps years and months as calendar units. Knative's ``DurationApprox`` takes them
+# at their average lengths (365.2425 days, a twelfth of that); a leading ``-`` is negative, and
+# whether that is allowed is the caller's rule. Only the last component may have a fraction
+# (ISO 8601 §4.4.3.2), with ``.`` or ``,``.
 _DAY = 86_400.0
 _YEAR = 365.2425 * _DAY
 _MONTH = _YEAR / 12
@@ -70,26 +68,3 @@ def parse_duration(text: str) -> float:
     if not math.isfinite(seconds):
         raise DurationError(f"{_quote(text)} is too large")
     return -seconds if match.group("sign") == "-" else seconds
-
-
-def format_duration(seconds: float) -> str:
-    """The ISO-8601 text for ``seconds`` in days, hours, minutes and seconds (to the microsecond):
-    ``0.2`` → ``PT0.2S``, ``90`` → ``PT1M30S``, ``86400`` → ``P1D``, ``0`` → ``PT0S``."""
-    if not math.isfinite(seconds):
-        raise DurationError(f"{_quote(seconds)} is not a finite number of seconds")
-    sign = "-" if seconds < 0 else ""
-    micros = round(abs(seconds) * 1_000_000)
-    days, micros = divmod(micros, 86_400 * 1_000_000)
-    hours, micros = divmod(micros, 3_600 * 1_000_000)
-    minutes, micros = divmod(micros, 60 * 1_000_000)
-    whole, frac = divmod(micros, 1_000_000)
-    time = ""
-    if hours:
-        time += f"{hours}H"
-    if minutes:
-        time += f"{minutes}M"
-    if whole or frac:
-        time += f"{whole}.{frac:06d}".rstrip("0").rstrip(".") + "S"
-    if not days and not time:
-        return "PT0S"
-    return f"{sign}P" + (f"{days}D" if days else "") + (f"T{time}" if time else "")

@@ -1,0 +1,101 @@
+"""The two roles of delivery (``services/delivery.py``): a trigger's subscriber, fed from its queue,
+and its dead-letter sink, fed from its DLQ (DESIGN.md §2.3)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from chalicelib.core.cloudevents.event import CloudEvent
+from chalicelib.core.delivery.policy import dead_letter_extensions
+from chalicelib.core.errors import UnavailableError, ValidationError
+from chalicelib.ports import OutgoingMessage
+from chalicelib.services.delivery import (
+    KEEP_SECONDS,
+    DeliveryParts,
+    Job,
+    NoDeadLetterSinkError,
+    RetryLaterError,
+)
+from chalicelib.services.ingress import TTL_ATTRIBUTE, Ingress, TtlExceededError
+from chalicelib.services.routing import Route
+
+log = logging.getLogger("broker.delivery")
+
+
+class Subscribers:
+    """POSTs with ``Prefer: reply``, ingests replies, and moves what fails for good to the DLQ
+    with the ``knativeerror*`` extensions."""
+
+    function = "delivery"
+    request_headers: Mapping[str, str] = MappingProxyType({"Prefer": "reply"})
+    reads_replies = True
+
+    def __init__(self, parts: DeliveryParts, ingress: Ingress) -> None:
+        self._parts = parts
+        self._ingress = ingress
+
+    def target(self, route: Route) -> str:
+        return route.subscriber_uri
+
+    def reply(self, job: Job, reply: CloudEvent) -> None:
+        queued, original = job.queued, job.event
+        assert original is not None
+        config = self._parts.cache.get(queued.namespace, queued.broker)
+        if config is None:
+            return
+        ttl = original.get(TTL_ATTRIBUTE)
+        if ttl is not None:
+            reply = reply.replace_attributes({TTL_ATTRIBUTE: ttl})
+        try:
+            self._ingress.ingest(config, [reply], queued.headers)
+        except TtlExceededError:
+            log.warning("reply %s dropped: knativebrokerttl exhausted (reply loop)", reply.id)
+        except ValidationError as exc:
+            log.warning("reply %s dropped: %s", reply.id, exc)
+        self._parts.metrics.count(
+            "reply_count",
+            {"namespace": queued.namespace, "broker": queued.broker, "trigger": queued.trigger},
+        )
+
+    def give_up(self, job: Job) -> RetryLaterError | None:
+        queued, event, answer = job.queued, job.event, job.answer
+        assert event is not None and answer is not None
+        extensions = dead_letter_extensions(job.destination.target, answer.status, answer.detail)
+        body = self._parts.claims.message_body(
+            queued.namespace,
+            queued.broker,
+            queued.trigger,
+            event.replace_attributes(extensions),
+            queued.headers,
+        )
+        dlq = job.destination.route.dlq
+        if self._parts.queues.send_batch(dlq, [OutgoingMessage("0", body)]):
+            raise UnavailableError(f"could not move the event to {dlq}")
+        return None
+
+
+class DeadLetterSinks:
+    """POSTs dead letters to the trigger's ``deadLetterSink`` (no reply is read); without a sink,
+    or when the sink fails for good, the event stays in the DLQ for inspection and redrive."""
+
+    function = "dead_letter"
+    request_headers: Mapping[str, str] = MappingProxyType({})
+    reads_replies = False
+
+    def __init__(self, parts: DeliveryParts) -> None:
+        self._parts = parts
+
+    def target(self, route: Route) -> str:
+        sink = route.delivery.dead_letter_sink_uri
+        if not sink:
+            raise NoDeadLetterSinkError("no dead-letter sink is set; the event stays in the DLQ")
+        return sink
+
+    def reply(self, job: Job, reply: CloudEvent) -> None:
+        raise AssertionError("a dead-letter sink's answer is never read as a reply")
+
+    def give_up(self, job: Job) -> RetryLaterError | None:
+        self._parts.queues.change_visibility(job.queue, job.record["receiptHandle"], KEEP_SECONDS)
+        return RetryLaterError("dead-letter sink failed; event kept in the DLQ")
