@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from chalicelib.adapters.aws_clients import AwsClients
 from chalicelib.adapters.aws_errors import error_code, translated
 from chalicelib.core.errors import NotFoundError
 from chalicelib.ports import OutgoingMessage, QueueInfo, ReceivedMessage
+
+LIST_WORKERS = 32  # concurrent attribute reads in ``list`` (boto3 clients are thread-safe)
 
 
 class SqsQueues:
@@ -68,15 +71,21 @@ class SqsQueues:
                 if not out.get("NextToken"):
                     break
                 kwargs["NextToken"] = out["NextToken"]
-        result = []
         for url in urls:
-            name = url.rsplit("/", 1)[-1]
-            self._urls[name] = url
+            self._urls[url.rsplit("/", 1)[-1]] = url
+
+        def info(url: str) -> QueueInfo | None:
             try:
-                result.append(self._info(name, url))
-            except NotFoundError:
-                continue
-        return sorted(result, key=lambda q: q.name)
+                return self._info(url.rsplit("/", 1)[-1], url)
+            except NotFoundError:  # deleted since it was listed
+                return None
+
+        # One GetQueueAttributes per queue: 20,000 of them for 10,000 triggers, read
+        # LIST_WORKERS at a time so that the reconciler's whole-account look fits its timeout.
+        workers = max(1, min(LIST_WORKERS, len(urls)))
+        with ThreadPoolExecutor(workers, thread_name_prefix="sqs-list") as pool:
+            found = [q for q in pool.map(info, urls) if q is not None]
+        return sorted(found, key=lambda q: q.name)
 
     def set_attributes(self, name: str, attributes: Mapping[str, str]) -> None:
         with translated(f"set attributes {name}"):

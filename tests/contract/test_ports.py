@@ -303,3 +303,39 @@ def test_a_store_counting_some_kinds_keeps_the_epoch_for_the_others(
     assert store.epoch(ns) == 0
     store.put("broker", ns, "b", {}, None)
     assert store.epoch(ns) == 1
+
+
+def test_listing_many_queues_reads_their_attributes_concurrently(aws_clients: Any) -> None:
+    """The reconciler looks at every queue (two per trigger) within its timeout: the adapter
+    reads the attributes of a listing many at a time, not one after the other."""
+    import threading
+
+    from chalicelib.adapters.sqs_queues import SqsQueues
+
+    queues = SqsQueues(aws_clients)
+    prefix = _unique("sb-many")
+    made = {queues.create(f"{prefix}-{i:02d}", {"VisibilityTimeout": "60"}).name for i in range(24)}
+    lock = threading.Lock()
+    in_flight = [0, 0]  # now, most
+
+    def before(**_: Any) -> None:
+        with lock:
+            in_flight[0] += 1
+            in_flight[1] = max(in_flight[1], in_flight[0])
+        threading.Event().wait(0.02)  # a slow endpoint: reads overlap only if run concurrently
+
+    def after(**_: Any) -> None:
+        with lock:
+            in_flight[0] -= 1
+
+    events = aws_clients.client("sqs").meta.events
+    events.register("before-call.sqs.GetQueueAttributes", before)
+    events.register("after-call.sqs.GetQueueAttributes", after)
+    try:
+        listed = queues.list(prefix)
+    finally:
+        events.unregister("before-call.sqs.GetQueueAttributes", before)
+        events.unregister("after-call.sqs.GetQueueAttributes", after)
+    assert [q.name for q in listed] == sorted(made)
+    assert all(q.arn.endswith(q.name) and q.attributes["VisibilityTimeout"] == "60" for q in listed)
+    assert in_flight[1] > 1
