@@ -61,6 +61,16 @@ class Settings:
     # trigger or broker says otherwise (annotation serverless-broker/max-concurrency): one busy
     # trigger cannot take the account's concurrency from the others. Lambda allows 2 to 1000.
     max_concurrency: int = 5
+    # Whether delivery can reach Kafka (kafka:// subscribers and sinks): always in local mode;
+    # deployed only when the stage says so (BROKER_KAFKA_DELIVERY=true, with the delivery
+    # functions in the cluster's VPC, docs/deploy.md). Otherwise such triggers are a 400.
+    kafka_delivery: bool = True
+    # The producer's security (kafka-python's names): PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL;
+    # with SASL, PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 and a Secrets Manager secret holding
+    # {"username": ..., "password": ...}.
+    kafka_security_protocol: str = "PLAINTEXT"
+    kafka_sasl_mechanism: str | None = None
+    kafka_secret_arn: str | None = None
     # Archive records gathered across requests for this long before one write (services/
     # archiver.py); 0, the default for deployed functions: written before the function answers.
     archive_batch_seconds: float = 0.0
@@ -110,6 +120,10 @@ class Settings:
             delivery_function_timeout_seconds=int(
                 number("BROKER_DELIVERY_TIMEOUT_SECONDS", "60", int)
             ),
+            kafka_delivery=_bool(env.get("BROKER_KAFKA_DELIVERY"), _local_mode(env, stage)),
+            kafka_security_protocol=get("BROKER_KAFKA_SECURITY_PROTOCOL", "PLAINTEXT").upper(),
+            kafka_sasl_mechanism=env.get("BROKER_KAFKA_SASL_MECHANISM") or None,
+            kafka_secret_arn=env.get("BROKER_KAFKA_SECRET_ARN") or None,
             max_concurrency=min(1000, max(2, int(number("BROKER_MAX_CONCURRENCY", "5", int)))),
             archive_batch_seconds=max(
                 0.0, float(number("BROKER_ARCHIVE_BATCH_SECONDS", "0", float))

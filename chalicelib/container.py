@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from typing import Any
 
 from chalicelib.adapters.aws_clients import AwsClients
 from chalicelib.config import Settings
@@ -193,10 +195,25 @@ class Container:
 
     @cached_property
     def kafka_publisher(self) -> KafkaPublisher:
-        from chalicelib.adapters.kafka_publisher import KafkaProducerPublisher
+        from chalicelib.adapters.kafka_publisher import KafkaProducerPublisher, security_config
+
+        settings = self.settings
+
+        def credentials() -> dict[str, Any]:
+            assert settings.kafka_secret_arn is not None
+            secrets = self.clients.client("secretsmanager")
+            value = secrets.get_secret_value(SecretId=settings.kafka_secret_arn)["SecretString"]
+            parsed: dict[str, Any] = json.loads(value)
+            return parsed
 
         return KafkaProducerPublisher(
-            guard=not self.settings.local_mode, allowlist=self.settings.subscriber_allowlist
+            guard=not settings.local_mode,
+            allowlist=settings.subscriber_allowlist,
+            security=lambda: security_config(
+                settings.kafka_security_protocol,
+                settings.kafka_sasl_mechanism,
+                credentials if settings.kafka_secret_arn else None,
+            ),
         )
 
     @cached_property

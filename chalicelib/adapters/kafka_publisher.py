@@ -7,11 +7,42 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from chalicelib.adapters.addresses import refusal
 from chalicelib.core.cloudevents.kafka_binding import KafkaRecord
 from chalicelib.ports import PublishResult
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def security_config(
+    protocol: str, mechanism: str | None, credentials: Callable[[], Mapping[str, Any]] | None
+) -> dict[str, Any]:
+    """kafka-python's producer settings for the stage's Kafka security (``Settings.kafka_*``);
+    ValueError naming what is wrong. ``credentials`` reads the SASL user and password (a Secrets
+    Manager secret), called only when SASL is on."""
+    if protocol not in SECURITY_PROTOCOLS:
+        raise ValueError(f"BROKER_KAFKA_SECURITY_PROTOCOL must be one of {SECURITY_PROTOCOLS}")
+    config: dict[str, Any] = {"security_protocol": protocol}
+    if not protocol.startswith("SASL_"):
+        return config
+    if mechanism not in SASL_MECHANISMS or credentials is None:
+        raise ValueError(
+            f"{protocol} needs BROKER_KAFKA_SASL_MECHANISM (one of {SASL_MECHANISMS}) and "
+            "BROKER_KAFKA_SECRET_ARN (a secret holding username and password)"
+        )
+    secret = credentials()
+    if not isinstance(secret.get("username"), str) or not isinstance(secret.get("password"), str):
+        raise ValueError("the Kafka secret must hold a JSON object with username and password")
+    config.update(
+        sasl_mechanism=mechanism,
+        sasl_plain_username=secret["username"],
+        sasl_plain_password=secret["password"],
+    )
+    return config
 
 
 class KafkaProducerPublisher:
@@ -21,6 +52,7 @@ class KafkaProducerPublisher:
         *,
         guard: bool = False,
         allowlist: tuple[str, ...] = (),
+        security: Callable[[], Mapping[str, Any]] = dict,
         **producer_config: Any,
     ) -> None:
         self._client_id = client_id
@@ -29,6 +61,9 @@ class KafkaProducerPublisher:
         self._guard = guard
         self._allowlist = allowlist
         self._config = producer_config
+        # The producer's security settings, read when the first producer is built (a SASL
+        # secret is fetched then, not at import or for deployments that never publish).
+        self._security = security
         self._producers: dict[str, Any] = {}
         self._lock = threading.Lock()
 
@@ -80,6 +115,7 @@ class KafkaProducerPublisher:
                     "api_version": (2, 8),
                     "request_timeout_ms": ms,
                     "delivery_timeout_ms": ms + 1000,  # must exceed linger + request timeout
+                    **self._security(),
                     **self._config,
                 }
                 producer = KafkaProducer(**config)

@@ -13,9 +13,10 @@ from typing import Any
 from chalicelib.config import Settings
 from chalicelib.core import reconcile
 from chalicelib.core.clock import utcnow
-from chalicelib.core.errors import BrokerError
+from chalicelib.core.errors import BrokerError, Problem, ValidationError
 from chalicelib.core.resources import conditions
 from chalicelib.core.resources.broker import Broker, ingress_url
+from chalicelib.core.resources.delivery_spec import kafka_target
 from chalicelib.core.resources.trigger import Trigger
 from chalicelib.ports import Queues
 from chalicelib.services.provisioner import Provisioner
@@ -120,6 +121,24 @@ class ControlPlane:
         return done
 
 
+def check_kafka_reachable(settings: Settings, uris: Sequence[tuple[str, str | None]]) -> None:
+    """A deployment whose delivery cannot reach Kafka refuses ``kafka://`` subscribers and sinks
+    at PUT, instead of accepting triggers whose every event would be dead-lettered."""
+    if settings.kafka_delivery:
+        return
+    problems = [
+        Problem(
+            path,
+            "this deployment cannot deliver to Kafka: set BROKER_KAFKA_DELIVERY=true for the "
+            "stage and put the delivery functions in the cluster's VPC (docs/deploy.md, Kafka)",
+        )
+        for path, uri in uris
+        if uri is not None and kafka_target(uri) is not None
+    ]
+    if problems:
+        raise ValidationError(problems)
+
+
 class BrokerHooks(Hooks[Broker]):
     def __init__(
         self,
@@ -132,6 +151,7 @@ class BrokerHooks(Hooks[Broker]):
         self._cp = control_plane
         self._tokens = tokens
         self._cache = cache
+        self._settings = settings
         self._public_url = settings.public_url
         self._ttl = settings.cache_ttl_seconds
         self._clock = clock
@@ -149,6 +169,10 @@ class BrokerHooks(Hooks[Broker]):
 
     def initial_state(self, now: datetime) -> dict[str, Any]:
         return {"stored_at": _iso(now)}
+
+    def check(self, resource: Broker) -> None:
+        sink = resource.delivery.dead_letter_sink_uri
+        check_kafka_reachable(self._settings, [("spec.delivery.deadLetterSink.uri", sink)])
 
     def saved(self, stored: Stored[Broker], existed: bool) -> Stored[Broker]:
         broker = stored.resource
@@ -184,8 +208,19 @@ class TriggerHooks(Hooks[Trigger]):
         self._cp = control_plane
         self._queues = queues
         self._cache = cache
+        self._settings = settings
         self._ttl = settings.cache_ttl_seconds
         self._clock = clock
+
+    def check(self, resource: Trigger) -> None:
+        sink = resource.delivery.dead_letter_sink_uri if resource.delivery else None
+        check_kafka_reachable(
+            self._settings,
+            [
+                ("spec.subscriber.uri", resource.subscriber_uri),
+                ("spec.delivery.deadLetterSink.uri", sink),
+            ],
+        )
 
     def status(self, stored: Stored[Trigger]) -> dict[str, Any]:
         trigger = stored.resource

@@ -126,3 +126,44 @@ def test_kafka_dead_letter_sink() -> None:
     [sent] = publisher(h).published
     assert (sent.bootstrap_servers, sent.topic) == ("dlq-kafka:9092", "dead")
     assert dict(sent.record.headers)["ce_knativeerrorcode"] == b"400"
+
+
+def test_a_deployment_that_cannot_reach_kafka_refuses_kafka_uris_at_put() -> None:
+    from dataclasses import replace
+
+    from chalicelib.config import Settings
+
+    settings = replace(Settings(), cache_ttl_seconds=0.0, local_mode=False, kafka_delivery=False)
+    h = Harness(HttpResponse(202, {}, b""), settings=settings)
+    h.broker()
+    with pytest.raises(ValidationError) as err:
+        h.trigger("k", uri=URI, delivery={"deadLetterSink": {"uri": "kafka://dlq:9092/dead"}})
+    fields = [p.field for p in err.value.problems]
+    assert fields == ["spec.subscriber.uri", "spec.delivery.deadLetterSink.uri"]
+    assert "BROKER_KAFKA_DELIVERY" in err.value.problems[0].message
+    with pytest.raises(ValidationError):
+        h.broker(name="b2", delivery={"deadLetterSink": {"uri": "kafka://dlq:9092/dead"}})
+    h.trigger("http", uri="http://sub.example/")  # HTTP subscribers are unaffected
+    assert h.store.get("trigger", "ns", "k") is None
+
+
+def test_settings_read_kafka_delivery_and_security_from_the_environment() -> None:
+    from chalicelib.config import Settings
+
+    deployed = {"BROKER_STAGE": "prod", "BROKER_LOCAL_MODE": "false"}
+    assert Settings.from_env(deployed).kafka_delivery is False
+    assert Settings.from_env({**deployed, "BROKER_KAFKA_DELIVERY": "true"}).kafka_delivery
+    local = Settings.from_env({"BROKER_STAGE": "local", "BROKER_LOCAL_MODE": "true"})
+    assert local.kafka_delivery is True
+    sasl = Settings.from_env(
+        {
+            **deployed,
+            "BROKER_KAFKA_SECURITY_PROTOCOL": "sasl_ssl",
+            "BROKER_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
+            "BROKER_KAFKA_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:1:secret:k",
+        }
+    )
+    assert (sasl.kafka_security_protocol, sasl.kafka_sasl_mechanism) == (
+        "SASL_SSL",
+        "SCRAM-SHA-512",
+    )
