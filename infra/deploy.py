@@ -239,6 +239,13 @@ def package(stage: str, region: str | None, out: Path, public_url: str | None) -
     Needs no AWS access: deploy the shared stack first (same stage), then deploy ``out/sam.json``
     with `aws cloudformation package` and `aws cloudformation deploy --capabilities CAPABILITY_IAM`.
     """
+    if not public_url:
+        # Without it the functions would advertise the local default (http://127.0.0.1:8080) as
+        # every broker's status.address.url; `make deploy` learns the URL, a package cannot.
+        raise SystemExit(
+            "error: a package needs the broker's public URL: make package "
+            "DEPLOY_ARGS='--public-url https://events.example.com' (your API's or domain's URL)"
+        )
     config = chalice_project.load_config()
     chalice_project.stage_functions(config, stage)
     out.mkdir(parents=True, exist_ok=True)
