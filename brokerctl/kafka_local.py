@@ -123,6 +123,52 @@ def wait_for_kafka(
 # ---- moto: Kafka mappings -----------------------------------------------------------------------
 
 
+# The start of what Lambda reports for a self-managed cluster it cannot reach.
+CONNECTION_PROBLEM = (
+    "PROBLEM: Connection error. Please check your event source connection configuration."
+)
+PROBE_EVERY_SECONDS = 5.0
+
+
+class ClusterReachability:
+    """What Lambda's Kafka poller finds when it connects, as its mappings' ``LastProcessingResult``:
+    each self-managed cluster's bootstrap servers are tried (TCP) in the background, at most every
+    PROBE_EVERY_SECONDS while its mappings are read; a read returns the last finding (none before
+    the first), never waiting on a connection."""
+
+    def __init__(self, timeout: float = 1.0) -> None:
+        self._timeout = timeout
+        self._found: dict[tuple[str, ...], tuple[float, str | None]] = {}
+        self._probing: set[tuple[str, ...]] = set()
+        self._lock = threading.Lock()
+
+    def result(self, servers: Sequence[str]) -> str | None:
+        key = tuple(servers)
+        with self._lock:
+            checked_at, found = self._found.get(key, (-1e18, None))
+            stale = time.monotonic() - checked_at >= PROBE_EVERY_SECONDS
+            if stale and key not in self._probing:
+                self._probing.add(key)
+                threading.Thread(
+                    target=self._probe, args=(key,), name="kafka-reachability", daemon=True
+                ).start()
+        return found
+
+    def _probe(self, key: tuple[str, ...]) -> None:
+        found = CONNECTION_PROBLEM
+        for server in key:
+            host, _, port = server.rpartition(":")
+            try:
+                with socket.create_connection((host.strip("[]"), int(port)), self._timeout):
+                    found = "OK"
+                    break
+            except (OSError, ValueError):
+                continue
+        with self._lock:
+            self._found[key] = (time.monotonic(), found)
+            self._probing.discard(key)
+
+
 def allow_kafka_mappings_in_moto() -> None:
     """moto's CreateEventSourceMapping accepts only SQS, Kinesis and DynamoDB sources. Teach the
     embedded endpoint self-managed Kafka and MSK mappings, stored and listed as Lambda does, so
@@ -135,6 +181,7 @@ def allow_kafka_mappings_in_moto() -> None:
     if getattr(backend, "_kafka_mappings", False):
         return
     original = backend.create_event_source_mapping
+    reachability = ClusterReachability()
 
     class KafkaEventSourceMapping(models.EventSourceMapping):
         def __init__(self, spec: dict[str, Any], function_arn: str, region: str, account: str):
@@ -173,6 +220,14 @@ def allow_kafka_mappings_in_moto() -> None:
             self.tumbling_window = None
             self.function_arn = function_arn
             self.last_modified = time.time()
+
+        def get_configuration(self) -> dict[str, Any]:
+            config: dict[str, Any] = super().get_configuration()
+            servers = (self.self_managed_event_source or {}).get("Endpoints", {})
+            found = reachability.result(servers.get("KAFKA_BOOTSTRAP_SERVERS") or [])
+            if found is not None and self.enabled:
+                config["LastProcessingResult"] = found
+            return config
 
         @property
         def batch_size(self) -> int:

@@ -84,4 +84,7 @@ def kafka_info(m: dict[str, Any]) -> KafkaMappingInfo | None:
     spec = spec_of(m)
     if spec is None or m.get("State") == "Deleting":  # going away: neither keep nor delete it
         return None
-    return KafkaMappingInfo(str(m["UUID"]), spec, m.get("State", "Enabled") in ENABLED_STATES)
+    result = str(m.get("LastProcessingResult") or "")
+    problem = result if result.upper().startswith("PROBLEM") else None
+    enabled = m.get("State", "Enabled") in ENABLED_STATES
+    return KafkaMappingInfo(str(m["UUID"]), spec, enabled, problem)

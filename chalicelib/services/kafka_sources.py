@@ -79,7 +79,17 @@ class KafkaSourceHooks(Hooks[ks.KafkaSource]):
         return {"failuresDiscarded": pending}
 
     def status(self, stored: Stored[ks.KafkaSource]) -> dict[str, Any]:
+        return self._status(stored, self._found(stored.resource))
+
+    def statuses(self, items: Sequence[Stored[ks.KafkaSource]]) -> list[dict[str, Any]]:
+        mappings = self._provisioner.kafka_mappings(self._function) if items else []
+        return [self._status(s, _of(s.resource, mappings)) for s in items]
+
+    def _status(
+        self, stored: Stored[ks.KafkaSource], mappings: Sequence[ks.KafkaMappingInfo]
+    ) -> dict[str, Any]:
         source = stored.resource
+        problems = [m.problem for m in mappings if m.enabled and m.problem]
         return ks.kafka_source_status(
             source,
             broker_exists=self._broker_exists(source),
@@ -89,6 +99,7 @@ class KafkaSourceHooks(Hooks[ks.KafkaSource]):
             failure_queue=ks.failure_queue_name(self._prefix, source.namespace, source.name),
             now=self._clock(),
             previous=stored.status,
+            connection_problem=problems[0] if problems else None,
         )
 
     def _broker_exists(self, source: ks.KafkaSource) -> bool:
@@ -149,11 +160,7 @@ class KafkaSourceHooks(Hooks[ks.KafkaSource]):
         return self.sources.with_state(stored, state)
 
     def _found(self, source: ks.KafkaSource) -> list[ks.KafkaMappingInfo]:
-        return [
-            m
-            for m in self._provisioner.kafka_mappings(self._function)
-            if (m.spec.cluster_id, m.spec.topic) == (source.cluster_id, source.topic)
-        ]
+        return _of(source, self._provisioner.kafka_mappings(self._function))
 
     def reconcile_all(self) -> list[str]:
         """The scheduled repair: every source's mapping as planned (enabled while its broker
@@ -175,6 +182,17 @@ class KafkaSourceHooks(Hooks[ks.KafkaSource]):
         if done:
             log.warning("kafka reconciler repaired drift: %s", "; ".join(done))
         return done
+
+
+def _of(
+    source: ks.KafkaSource, mappings: Sequence[ks.KafkaMappingInfo]
+) -> list[ks.KafkaMappingInfo]:
+    """The mappings that read ``source``'s topic of its cluster."""
+    return [
+        m
+        for m in mappings
+        if (m.spec.cluster_id, m.spec.topic) == (source.cluster_id, source.topic)
+    ]
 
 
 def _failure_json(message_id: str, body: str) -> dict[str, Any]:

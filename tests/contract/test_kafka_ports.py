@@ -215,3 +215,38 @@ def test_unreachable_cluster_is_a_result_not_an_exception() -> None:
         gc.collect()
     finally:
         kafka_log.setLevel(level)
+
+
+def test_local_lambda_reports_a_cluster_it_cannot_reach(
+    aws_clients: Any, aws_settings: Any
+) -> None:
+    """The embedded endpoint plays Lambda's poller: a self-managed cluster that refuses
+    connections is a PROBLEM in the mapping's LastProcessingResult; one that answers is not."""
+    import socket
+
+    from brokerctl.bootstrap import bootstrap
+    from brokerctl.kafka_local import CONNECTION_PROBLEM
+    from chalicelib.adapters.lambda_mappings import LambdaMappings
+
+    allow_kafka_mappings_in_moto()
+    bootstrap(aws_settings, aws_clients, say=lambda line: None)
+    mappings, function = LambdaMappings(aws_clients), aws_settings.kafka_function
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{closed.getsockname()[1]}"  # bound, never listening: refused
+        with socket.create_server(("127.0.0.1", 0)) as listening:
+            alive = f"127.0.0.1:{listening.getsockname()[1]}"
+            down = mappings.create_kafka(_spec(function, bootstrap_servers=(dead,)), True)
+            up = mappings.create_kafka(_spec(function, bootstrap_servers=(alive,)), True)
+            try:
+                deadline = time.monotonic() + 15
+                while time.monotonic() < deadline:
+                    found = {m.uuid: m for m in mappings.list_kafka(function)}
+                    if found[down.uuid].problem is not None:
+                        break
+                    time.sleep(0.1)
+                assert found[down.uuid].problem == CONNECTION_PROBLEM
+                assert found[up.uuid].problem is None
+            finally:
+                mappings.delete(down.uuid)
+                mappings.delete(up.uuid)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -251,3 +252,22 @@ def test_reconciler_removes_orphan_mappings_and_restores_missing_ones(
     reconciler(scheduled_event(h.settings.region), None)
     [restored] = mappings(h)
     assert restored.spec == mapping.spec and restored.enabled
+
+
+def test_a_cluster_lambda_cannot_reach_shows_ready_false_with_the_reason(
+    h: Harness, client: Client
+) -> None:
+    h.broker()
+    assert call(client, "post", KS, body()).status_code == 201
+    [mapping] = mappings(h)
+    problem = "PROBLEM: Connection error. Please check your event source connection configuration."
+    h.mappings.kafka[mapping.uuid] = replace(mapping, problem=problem)
+    for doc in (
+        call(client, "get", f"{KS}/orders").json_body,
+        call(client, "get", KS).json_body["items"][0],
+    ):
+        assert conditions(doc)["Ready"] == ("False", "ClusterUnreachable")
+        deployed = next(c for c in doc["status"]["conditions"] if c["type"] == "Deployed")
+        assert deployed["reason"] == "ClusterUnreachable" and problem in deployed["message"]
+    h.mappings.kafka[mapping.uuid] = replace(mapping, problem=None)  # reachable again
+    assert conditions(call(client, "get", f"{KS}/orders").json_body)["Ready"] == ("True", None)

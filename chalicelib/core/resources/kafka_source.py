@@ -507,8 +507,10 @@ def kafka_source_status(
     failure_queue: str,
     now: datetime,
     previous: Mapping[str, Any] | None = None,
+    connection_problem: str | None = None,
 ) -> dict[str, Any]:
-    """``deployed``: whether the failure queue and the mapping exist as planned (None: not yet)."""
+    """``deployed``: whether the failure queue and the mapping exist as planned (None: not yet);
+    ``connection_problem``: what Lambda's poller reports when it cannot read the cluster."""
     before = [
         Condition.from_json(c)
         for c in (previous or {}).get("conditions") or []
@@ -529,6 +531,12 @@ def kafka_source_status(
     elif not deployed:
         manager.mark_false(
             DEPLOYED, "DependencyNotReady", message or "The mapping or failure queue is missing."
+        )
+    elif connection_problem:
+        manager.mark_false(
+            DEPLOYED,
+            "ClusterUnreachable",
+            f"The mapping exists but cannot read the cluster: {connection_problem}",
         )
     else:
         manager.mark_true(DEPLOYED)
@@ -576,6 +584,9 @@ class KafkaMappingInfo:
     uuid: str
     spec: KafkaMappingSpec
     enabled: bool
+    # Lambda's LastProcessingResult when it starts with "PROBLEM" (the poller cannot connect,
+    # authenticate or read): shown in the source's status, not part of the plan.
+    problem: str | None = field(default=None, compare=False)
 
 
 def desired_mapping(source: KafkaSource, function_name: str, failure_arn: str) -> KafkaMappingSpec:
