@@ -198,3 +198,11 @@ def test_every_function_gets_the_per_trigger_concurrency_default(pipeline_packag
     for resource in _functions(_sam(pipeline_package)).values():
         variables = resource["Properties"]["Environment"]["Variables"]
         assert 2 <= int(variables["BROKER_MAX_CONCURRENCY"]) <= 1000
+
+
+def test_no_function_reserves_concurrency(raw_package: Path) -> None:
+    """New accounts have a concurrency limit of 10, and Lambda keeps 10 unreserved: any
+    reservation fails the deployment there. The reconciler's runs are idempotent plans, so two
+    at once do no harm."""
+    for resource in _functions(_sam(raw_package)).values():
+        assert "ReservedConcurrentExecutions" not in resource["Properties"]
