@@ -43,6 +43,7 @@ class ProvisioningConfig:
     dead_letter_function: str
     function_timeout_s: int  # the longer of the two functions' timeouts
     batch_size: int = 10
+    mappings_enabled: bool = True  # False: created disabled (Settings.mappings_enabled)
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,9 +231,12 @@ def _wanted(config: ProvisioningConfig, trigger: Trigger, broker: Broker) -> _Wa
     delivery = effective_delivery(trigger, broker)
     attributes = queue_attributes(config)
     redrive = Redrive(dlq, max_receive_count(delivery.retry))
-    mappings = [CreateMapping(queue, config.delivery_function, config.batch_size)]
+    enabled = config.mappings_enabled
+    mappings = [CreateMapping(queue, config.delivery_function, config.batch_size, enabled=enabled)]
     if delivery.dead_letter_sink_uri is not None:
-        mappings.append(CreateMapping(dlq, config.dead_letter_function, config.batch_size))
+        mappings.append(
+            CreateMapping(dlq, config.dead_letter_function, config.batch_size, enabled=enabled)
+        )
     return _Wanted(
         (CreateQueue(dlq, True, attributes), CreateQueue(queue, False, attributes, redrive)),
         tuple(mappings),
@@ -331,14 +335,19 @@ def _redrive_matches(want: Redrive, policy: str | None) -> bool:
 def _ensure_mapping(
     want: CreateMapping, found: list[ObservedMapping]
 ) -> tuple[list[DeleteMapping], list[Action]]:
-    """(mappings to delete, actions to take after): keep one good mapping for the pair, enabled;
-    a mapping with the wrong batch size or response types is replaced (Lambda would need an
-    update the port does not offer, and ReportBatchItemFailures is what makes retries per event)."""
+    """(mappings to delete, actions to take after): keep one good mapping for the pair, enabled
+    (or disabled when ``want`` is); a mapping with the wrong batch size or response types is
+    replaced (Lambda would need an update the port does not offer, and ReportBatchItemFailures is
+    what makes retries per event), and so is an enabled one where ``want`` is disabled."""
 
     def fits(m: ObservedMapping) -> bool:
-        return (m.batch_size is None or m.batch_size == want.batch_size) and (
-            m.function_response_types is None
-            or tuple(m.function_response_types) == want.function_response_types
+        return (
+            (m.batch_size is None or m.batch_size == want.batch_size)
+            and (
+                m.function_response_types is None
+                or tuple(m.function_response_types) == want.function_response_types
+            )
+            and (want.enabled or not m.enabled)
         )
 
     ranked = sorted(found, key=lambda m: (not fits(m), not m.enabled, m.uuid))
@@ -348,6 +357,6 @@ def _ensure_mapping(
     ]
     if keeper is None:
         return deletes, [want]
-    if not keeper.enabled:
+    if want.enabled and not keeper.enabled:
         return deletes, [EnableMapping(keeper.uuid, keeper.queue_name, keeper.function_name)]
     return deletes, []

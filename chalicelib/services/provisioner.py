@@ -37,6 +37,7 @@ class Provisioner:
             delivery_function=settings.delivery_function,
             dead_letter_function=settings.dead_letter_function,
             function_timeout_s=settings.delivery_function_timeout_seconds,
+            mappings_enabled=settings.mappings_enabled,
         )
 
     # ---- observe ------------------------------------------------------------------------------
