@@ -217,8 +217,10 @@ class HostLocalStack:
         process, self._process = self._process, None
         if process is None or process.poll() is not None:
             return
-        # The group: LocalStack's children (DynamoDB Local's JVM) go with it. It sometimes
-        # ignores SIGTERM, hence the SIGKILL after the grace period.
+        # LocalStack starts DynamoDB Local's JVM in a session of its own, which outlives it when
+        # it is killed: its descendants are noted first and killed last. It sometimes ignores
+        # SIGTERM, hence the SIGKILL after the grace period.
+        children = descendants(process.pid)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -226,6 +228,38 @@ class HostLocalStack:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+        for pid, started in children:
+            if _start_time(pid) == started:  # still that process, not a reused pid
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+def _stat(path: Path) -> list[str]:
+    # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+    return path.read_text().rsplit(")", 1)[1].split()
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        return _stat(Path(f"/proc/{pid}/stat"))[19]
+    except (OSError, IndexError):
+        return None
+
+
+def descendants(pid: int) -> list[tuple[int, str]]:
+    """The processes below ``pid``, each with its start time (Linux /proc; none elsewhere)."""
+    children: dict[int, list[tuple[int, str]]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = _stat(stat)
+            children.setdefault(int(fields[1]), []).append((int(stat.parent.name), fields[19]))
+    found: list[tuple[int, str]] = []
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child[0])
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
