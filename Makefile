@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 STAGE ?= prod
 
-.PHONY: install run test check lint typecheck bench deploy destroy package clean
+.PHONY: install run test check lint typecheck bench deploy destroy package clean localstack localstack-venv
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH"; exit 1; }
@@ -29,10 +29,24 @@ $(CHROMIUM):
 		echo "note: no $(CHROMIUM) and not root: the browser test will be skipped (apt-get install chromium)"; \
 	fi
 
+# LocalStack's runtime, in host mode (no Docker), in a virtualenv of its own: it needs Python >= 3.12
+# and pins its own boto3 and moto (brokerctl/localstack_host.py). Without Python >= 3.12 nothing is
+# made and the LocalStack tests skip.
+LS_STAMP := .venv-localstack/.installed
+$(LS_STAMP): requirements-localstack.txt | $(STAMP)
+	$(PY) -m brokerctl.localstack_host --install
+
+localstack-venv: $(LS_STAMP)
+
+# LocalStack without Docker on 127.0.0.1:$(LOCALSTACK_PORT) until Ctrl-C (docs/deploy.md).
+LOCALSTACK_PORT ?= 4566
+localstack: $(LS_STAMP)
+	$(PY) -m brokerctl.localstack_host --port $(LOCALSTACK_PORT)
+
 run: $(STAMP)
 	$(PY) -m brokerctl dev
 
-test: $(STAMP) $(CHROMIUM)
+test: $(STAMP) $(CHROMIUM) $(LS_STAMP)
 	$(PY) -m pytest -W error $(PYTEST_ARGS)
 
 lint: $(STAMP)
@@ -57,4 +71,4 @@ package: $(STAMP)
 	$(PY) -m infra.deploy --stage $(STAGE) --package-only $(DEPLOY_ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-localstack .pytest_cache .mypy_cache .ruff_cache

@@ -99,12 +99,21 @@ def _stream(decl: Declarations, clients: AwsClients, say: Callable[[str], None])
         say(f"created delivery stream {name}")
 
 
+# The stand-in's handler exists, and says what is going on if an emulator ever invokes it: the
+# event source mappings local mode creates on an external endpoint are disabled (nothing there
+# consumes the queues), so nothing should.
+_STAND_IN = """def handler(event, context):
+    raise RuntimeError(
+        "this function runs in the process of `brokerctl dev`, not here; its event source "
+        "mappings are meant to stay disabled on this endpoint"
+    )
+"""
+
+
 def _placeholder_zip() -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
-        zf.writestr(
-            "app.py", "# local mode runs the real handler in-process; this is a placeholder\n"
-        )
+        zf.writestr("app.py", _STAND_IN)
     return buf.getvalue()
 
 

@@ -33,6 +33,7 @@ def _dev(args: argparse.Namespace) -> int:
             kafka=args.kafka,
             kafka_port=args.kafka_port,
             kafka_bootstrap=args.kafka_bootstrap,
+            endpoint=args.endpoint,
         )
     )
 
@@ -53,6 +54,12 @@ def add_dev_parser(sub: Any) -> None:
         type=float,
         default=float(os.environ.get("BROKER_RECONCILE_SECONDS", "300")),
         help="seconds between reconciler runs (BROKER_RECONCILE_SECONDS; deployed: 5 minutes)",
+    )
+    dev.add_argument(
+        "--endpoint",
+        default=None,
+        help="use this AWS endpoint instead of the embedded one: `localstack` (localstack-client: "
+        "AWS_ENDPOINT_URL, else LOCALSTACK_HOST, default localhost:4566) or a URL",
     )
     dev.add_argument("--cache-ttl", type=float, default=None, help="ingress cache TTL, seconds")
     dev.add_argument(

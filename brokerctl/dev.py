@@ -1,8 +1,13 @@
 """``brokerctl dev``: local mode in one foreground process (DESIGN.md §6).
 
-An embedded moto server (unless AWS_ENDPOINT_URL points elsewhere), the shared resources created on
-it, the Chalice app served over real HTTP, the SQS event source mappings emulated in-process, and
-the reconciler on a timer. Ctrl-C stops everything.
+An embedded moto server (unless ``--endpoint`` or AWS_ENDPOINT_URL points elsewhere), the shared
+resources created on it, the Chalice app served over real HTTP, the SQS event source mappings
+emulated in-process, and the reconciler on a timer. Ctrl-C stops everything.
+
+Against an external endpoint (LocalStack) the Lambda code still runs here, and the control plane
+creates its SQS event source mappings disabled (BROKER_MAPPINGS_ENABLED=false): the emulator's own
+pollers would otherwise receive the same messages, fail to invoke the stand-in functions and spend
+receive counts, which count delivery attempts. The pollers here consume the disabled mappings.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ class DevOptions:
     kafka: bool = False  # run a local Kafka (Tansu) and emulate Kafka event source mappings
     kafka_port: int = 9092
     kafka_bootstrap: str | None = None  # use this Kafka instead of starting one
+    # "localstack" (resolved by localstack-client), a URL, or None: AWS_ENDPOINT_URL, else embedded
+    endpoint: str | None = None
 
 
 _print_lock = threading.Lock()
@@ -53,8 +60,24 @@ def _say(line: str) -> None:
         sys.stdout.flush()
 
 
-def _configure_environment(opts: DevOptions, endpoint: str) -> None:
+def external_endpoint(option: str | None) -> str | None:
+    """The AWS endpoint to use instead of the embedded moto server, or None.
+
+    ``localstack`` follows localstack-client's conventions: ``AWS_ENDPOINT_URL`` when set, else
+    ``LOCALSTACK_HOST`` (default ``localhost:4566``), https with ``USE_SSL``. Any other value is an
+    endpoint URL; without the option, ``AWS_ENDPOINT_URL``.
+    """
+    if option == "localstack":
+        from localstack_client.config import get_service_endpoint
+
+        return str(get_service_endpoint("sqs"))
+    return option or os.environ.get("AWS_ENDPOINT_URL") or None
+
+
+def _configure_environment(opts: DevOptions, endpoint: str, external: bool) -> None:
     os.environ["AWS_ENDPOINT_URL"] = endpoint
+    # The emulator's own pollers must not consume the trigger queues (see the module docstring).
+    os.environ["BROKER_MAPPINGS_ENABLED"] = "false" if external else "true"
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
@@ -141,9 +164,10 @@ class LocalRuntime:
         if not port_is_free(opts.host, opts.port):
             print(f"error: port {opts.port} is in use (use --port or BROKER_PORT)", file=sys.stderr)
             return 2
-        endpoint = os.environ.get("AWS_ENDPOINT_URL")
+        endpoint = external_endpoint(opts.endpoint)
+        external = endpoint is not None
         if endpoint:
-            say(f"using the AWS endpoint at {endpoint}")
+            say(f"using the AWS endpoint at {endpoint} (event source mappings created disabled)")
         else:
             embedded = EmbeddedAws(opts.host, opts.aws_port)
             try:
@@ -153,7 +177,7 @@ class LocalRuntime:
                 return 2
             self._stack.append(embedded.stop)
             say(f"embedded AWS endpoint (moto) on {endpoint}")
-        _configure_environment(opts, endpoint)
+        _configure_environment(opts, endpoint, external)
         local_kafka, kafka_bootstrap = _start_kafka(opts)
         if local_kafka is not None:
             self._stack.append(local_kafka.stop)
@@ -180,6 +204,7 @@ class LocalRuntime:
             settings.region,
             say,
             refresh_seconds=MAPPING_REFRESH_SECONDS,
+            include_disabled=not settings.mappings_enabled,
         )
         # The control plane runs in this process: a mapping it creates, changes or deletes is
         # picked up at once; the periodic re-read is the safety net for changes made elsewhere.

@@ -316,8 +316,13 @@ class SqsEventSources(MappingSupervisor):
         region: str,
         log: Callable[[str], None],
         refresh_seconds: float = 1.0,
+        *,
+        include_disabled: bool = False,
     ) -> None:
         super().__init__(log, refresh_seconds)
+        # True against an emulator with pollers of its own (LocalStack): the control plane creates
+        # the mappings disabled there (Settings.mappings_enabled), and only these pollers consume.
+        self._states = _POLLED_STATES | ({"Disabled", "Disabling"} if include_disabled else set())
         self._clients = clients
         self._handlers = dict(handlers)
         self._region = region
@@ -361,7 +366,7 @@ class SqsEventSources(MappingSupervisor):
                 arn = m.get("EventSourceArn", "")
                 if not arn.startswith("arn:aws:sqs:"):
                     continue
-                if m.get("State", "Enabled") not in {"Enabled", "Enabling", "Creating"}:
+                if m.get("State", "Enabled") not in self._states:
                     continue
                 wanted[m["UUID"]] = _Mapping(
                     uuid=m["UUID"],
@@ -379,6 +384,7 @@ class SqsEventSources(MappingSupervisor):
         )
 
 
+_POLLED_STATES = frozenset({"Enabled", "Enabling", "Creating"})
 _QUEUE_URL_KEY = "brokerctl_queue_url"
 
 

@@ -75,6 +75,10 @@ class Settings:
     # archiver.py); 0, the default for deployed functions: written before the function answers.
     archive_batch_seconds: float = 0.0
     subscriber_allowlist: tuple[str, ...] = field(default_factory=tuple)
+    # False: SQS event source mappings are created disabled, because something else consumes the
+    # trigger queues (the local runtime's pollers, against an emulator such as LocalStack whose own
+    # pollers would otherwise compete and spend receive counts, i.e. attempts).
+    mappings_enabled: bool = True
     # Where the metrics job writes its tables (s3://bucket/prefix/ or a local directory); the
     # registry reads the event types seen per broker from there. None: the ingress sample only.
     metrics_location: str | None = f"s3://{APP_NAME}-local-metrics/metrics/"
@@ -130,6 +134,7 @@ class Settings:
             ),
             metrics_location=env.get("BROKER_METRICS_LOCATION")
             or (f"s3://{base}-metrics/metrics/" if stage == "local" else None),
+            mappings_enabled=_bool(env.get("BROKER_MAPPINGS_ENABLED"), True),
             subscriber_allowlist=tuple(
                 s.strip()
                 for s in env.get("BROKER_SUBSCRIBER_ALLOWLIST", "").split(",")

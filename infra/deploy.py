@@ -3,12 +3,19 @@
     python -m infra.deploy --stage prod [--region eu-west-1] [--alarm-email ops@example.com]
     python -m infra.deploy --stage prod --destroy [--delete-data]
     python -m infra.deploy --stage prod --package-only [--out build/package-prod]
+    python -m infra.deploy --stage local      # into LocalStack (LOCALSTACK_HOST / AWS_ENDPOINT_URL)
 
 Deploy: the shared stack (infra/template.yaml) is created or updated and followed to completion;
 its outputs become the stage's environment (build/chalice-<stage>/, see infra/chalice_project.py);
 `chalice deploy` runs there; the metrics job's script and spark_glue.zip are uploaded to the
 script location; the ingress base URL is printed. Chalice's record of what it deployed is kept in
 the metrics bucket (deploy/), so a teammate's next deploy updates the same functions and API.
+
+The ``local`` stage is the one ``make run`` runs in process; deployed, it goes into LocalStack and
+only there (local mode opens the control plane, so it never reaches AWS): the endpoint is resolved
+by localstack-client (``AWS_ENDPOINT_URL``, else ``LOCALSTACK_HOST``, default localhost:4566) and
+must answer as LocalStack. The Glue job is left out (``CreateMetricsJob=false``: Glue is not in
+LocalStack's free tier), and the URL printed is LocalStack's form for API Gateway.
 """
 
 from __future__ import annotations
@@ -32,17 +39,58 @@ GLUE_PREFIX = "glue/"
 STATE_PREFIX = "deploy/"
 
 
+LOCAL_STAGE = "local"
+# The local stage in LocalStack: emulator-friendly archive settings, private bucket names, no Glue.
+LOCALSTACK_PARAMETERS = {"CreateMetricsJob": "false"}
+
+
+def use_localstack() -> str | None:
+    """Points this process (boto3 and the chalice it runs) at LocalStack, as localstack-client
+    resolves it; a problem, or None. Never lets the local stage fall through to AWS."""
+    import urllib.request
+
+    from localstack_client.config import get_service_endpoint
+
+    endpoint = str(get_service_endpoint("cloudformation"))
+    try:
+        with urllib.request.urlopen(f"{endpoint}/_localstack/health", timeout=5) as answer:
+            healthy = answer.status == 200
+    except OSError:
+        healthy = False
+    if not healthy:
+        return (
+            f"the local stage deploys into LocalStack only, and none answers at {endpoint} "
+            "(set LOCALSTACK_HOST or AWS_ENDPOINT_URL; `make run` runs the local stage in process)"
+        )
+    os.environ["AWS_ENDPOINT_URL"] = endpoint
+    for name, value in (("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test")):
+        os.environ.setdefault(name, value)
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    print(f"LocalStack at {endpoint}")
+    return None
+
+
+def localstack_api_url(endpoint: str, api_id: str, api_stage: str) -> str:
+    """The URL LocalStack gives a REST API: ``http://<id>.execute-api.localhost.localstack.cloud:<port>/<stage>``
+    (the name resolves to 127.0.0.1)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(endpoint)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{parts.scheme}://{api_id}.execute-api.localhost.localstack.cloud:{port}/{api_stage}"
+
+
 def stack_name(stage: str) -> str:
     return f"{APP_NAME}-{stage}"
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.stage == "local":
-        print(
-            "the local stage runs on your machine (make run); pick another stage", file=sys.stderr
-        )
-        return 2
+    if args.stage == LOCAL_STAGE and not args.package_only:
+        problem = use_localstack()
+        if problem:
+            print(f"error: {problem}", file=sys.stderr)
+            return 2
     try:
         if args.package_only:
             package(
@@ -57,6 +105,12 @@ def main(argv: list[str] | None = None) -> int:
             deploy(_session(args), args.stage, _parameters(args), args.public_url)
     except (stack.StackError, subprocess.CalledProcessError, KeyError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        if args.stage == LOCAL_STAGE and isinstance(exc, subprocess.CalledProcessError):
+            print(
+                "note: LocalStack runs Lambda functions in Docker; one started without it (host "
+                "mode) creates the shared stack but no function (State: Failed)",
+                file=sys.stderr,
+            )
         return 1
     return 0
 
@@ -72,6 +126,10 @@ def deploy(session: Any, stage: str, parameters: dict[str, str], public_url: str
 
     cfn = session.client("cloudformation")
     name = stack_name(stage)
+    if stage == LOCAL_STAGE:
+        from infra.declarations import LOCAL_PARAMETERS
+
+        parameters = {**LOCAL_PARAMETERS, **LOCALSTACK_PARAMETERS, **parameters}
     stack.deploy(
         cfn,
         name,
@@ -120,14 +178,17 @@ def deploy(session: Any, stage: str, parameters: dict[str, str], public_url: str
             protection,
             outputs.get(api_protection.ACCESS_LOG_EXPORT),
         )
-    upload_glue(s3, outputs)
+    if "GlueJobName" in outputs:  # CreateMetricsJob=false: run it locally (python -m spark_glue)
+        upload_glue(s3, outputs)
     base = (public_url or _deployed_url(project, stage) or "").rstrip("/")
     print()
     print(f"ingress base URL: {base}/<namespace>/<broker>")
     print(f"control plane:    {base}/apis/eventing.knative.dev/v1/namespaces/<namespace>/brokers")
-    console = f"https://{region}.console.aws.amazon.com/cloudwatch/home?region={region}"
-    print(f"dashboard:        {console}#dashboards:name={outputs['DashboardName']}")
-    print(f"metrics job:      {outputs['GlueJobName']} -> {outputs['MetricsLocation']}")
+    if stage != LOCAL_STAGE:
+        console = f"https://{region}.console.aws.amazon.com/cloudwatch/home?region={region}"
+        print(f"dashboard:        {console}#dashboards:name={outputs['DashboardName']}")
+    if "GlueJobName" in outputs:
+        print(f"metrics job:      {outputs['GlueJobName']} -> {outputs['MetricsLocation']}")
     return base
 
 
@@ -276,6 +337,10 @@ def _deployed_url(project: Path, stage: str) -> str | None:
     path = project / ".chalice" / "deployed" / f"{stage}.json"
     if not path.is_file():
         return None
+    if stage == LOCAL_STAGE:  # Chalice records AWS's form of the URL; LocalStack serves its own
+        rest_api = _deployed_rest_api(project, stage)
+        endpoint = os.environ.get("AWS_ENDPOINT_URL", "")
+        return localstack_api_url(endpoint, *rest_api) if rest_api and endpoint else None
     for resource in json.loads(path.read_text(encoding="utf-8")).get("resources", []):
         if resource.get("resource_type") == "rest_api":
             return str(resource["rest_api_url"])
@@ -314,7 +379,9 @@ def _store_state(s3: Any, bucket: str, key: str, project: Path, stage: str) -> N
 # ------------------------------------------------------------------------------------------- cli
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m infra.deploy", description=__doc__.split("\n")[0])
-    p.add_argument("--stage", required=True, help="Chalice stage (prod, ...; not local)")
+    p.add_argument(
+        "--stage", required=True, help="Chalice stage (prod, ...; local: into LocalStack)"
+    )
     p.add_argument("--region", help="AWS region (default: your profile's)")
     p.add_argument("--profile", help="AWS profile")
     mode = p.add_mutually_exclusive_group()

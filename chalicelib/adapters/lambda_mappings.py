@@ -39,7 +39,13 @@ class LambdaMappings:
     # ---- SQS ----------------------------------------------------------------------------------
 
     def list(self, function_name: str) -> builtins.list[MappingInfo]:
-        found = [_info(m, function_name) for m in self._listed(function_name)]
+        # DeleteEventSourceMapping is asynchronous on AWS (and LocalStack): a deleted mapping is
+        # listed as Deleting for a while. It is gone as far as planning goes (not to be enabled).
+        found = [
+            _info(m, function_name)
+            for m in self._listed(function_name)
+            if m.get("State") != "Deleting"
+        ]
         return sorted(found, key=lambda m: (m.source_arn, m.uuid))
 
     def create(

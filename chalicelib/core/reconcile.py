@@ -44,6 +44,7 @@ class ProvisioningConfig:
     function_timeout_s: int  # the longer of the two functions' timeouts
     batch_size: int = 10
     max_concurrency: int | None = None  # the default MaximumConcurrency; None: no limit set
+    mappings_enabled: bool = True  # False: created disabled (Settings.mappings_enabled)
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,15 +261,24 @@ def _wanted(config: ProvisioningConfig, trigger: Trigger, broker: Broker) -> _Wa
     attributes = queue_attributes(config)
     redrive = Redrive(dlq, max_receive_count(delivery.retry))
     concurrency = max_concurrency(trigger, broker, config.max_concurrency)
+    enabled = config.mappings_enabled
     mappings = [
         CreateMapping(
-            queue, config.delivery_function, config.batch_size, maximum_concurrency=concurrency
+            queue,
+            config.delivery_function,
+            config.batch_size,
+            enabled=enabled,
+            maximum_concurrency=concurrency,
         )
     ]
     if delivery.dead_letter_sink_uri is not None:
         mappings.append(
             CreateMapping(
-                dlq, config.dead_letter_function, config.batch_size, maximum_concurrency=concurrency
+                dlq,
+                config.dead_letter_function,
+                config.batch_size,
+                enabled=enabled,
+                maximum_concurrency=concurrency,
             )
         )
     return _Wanted(
@@ -369,14 +379,19 @@ def _redrive_matches(want: Redrive, policy: str | None) -> bool:
 def _ensure_mapping(
     want: CreateMapping, found: list[ObservedMapping]
 ) -> tuple[list[DeleteMapping], list[Action]]:
-    """(mappings to delete, actions to take after): keep one good mapping for the pair, enabled;
-    a mapping with the wrong batch size or response types is replaced (Lambda would need an
-    update the port does not offer, and ReportBatchItemFailures is what makes retries per event)."""
+    """(mappings to delete, actions to take after): keep one good mapping for the pair, enabled
+    (or disabled when ``want`` is); a mapping with the wrong batch size or response types is
+    replaced (Lambda would need an update the port does not offer, and ReportBatchItemFailures is
+    what makes retries per event), and so is an enabled one where ``want`` is disabled."""
 
     def fits(m: ObservedMapping) -> bool:
-        return (m.batch_size is None or m.batch_size == want.batch_size) and (
-            m.function_response_types is None
-            or tuple(m.function_response_types) == want.function_response_types
+        return (
+            (m.batch_size is None or m.batch_size == want.batch_size)
+            and (
+                m.function_response_types is None
+                or tuple(m.function_response_types) == want.function_response_types
+            )
+            and (want.enabled or not m.enabled)
         )
 
     ranked = sorted(found, key=lambda m: (not fits(m), not m.enabled, m.uuid))
@@ -392,6 +407,6 @@ def _ensure_mapping(
         after.append(
             SetMappingConcurrency(keeper.uuid, keeper.queue_name, keeper.function_name, wanted)
         )
-    if not keeper.enabled:
+    if want.enabled and not keeper.enabled:
         after.append(EnableMapping(keeper.uuid, keeper.queue_name, keeper.function_name))
     return deletes, after

@@ -39,6 +39,7 @@ class Provisioner:
             dead_letter_function=settings.dead_letter_function,
             function_timeout_s=settings.delivery_function_timeout_seconds,
             max_concurrency=settings.max_concurrency,
+            mappings_enabled=settings.mappings_enabled,
         )
 
     # ---- observe ------------------------------------------------------------------------------

@@ -15,14 +15,17 @@ from chalicelib.adapters.firehose_archive import (
     FirehoseArchive,
 )
 from chalicelib.core.errors import UnavailableError
+from tests.backends import AWS_BACKENDS, aws_env
 from tests.fakes import MemoryArchive
 
 
-def test_adapter_never_sends_over_firehoses_limits(request: pytest.FixtureRequest) -> None:
+@pytest.mark.parametrize("backend", AWS_BACKENDS)
+def test_adapter_never_sends_over_firehoses_limits(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
     from brokerctl.bootstrap import bootstrap
 
-    settings = request.getfixturevalue("aws_settings")
-    clients = request.getfixturevalue("aws_clients")
+    settings, clients = aws_env(request, backend)
     bootstrap(settings, clients, say=lambda line: None)
     calls: list[list[int]] = []
 

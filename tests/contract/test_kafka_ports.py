@@ -20,6 +20,7 @@ from brokerctl.kafka_local import LocalKafka, allow_kafka_mappings_in_moto
 from chalicelib.core.cloudevents.kafka_binding import KafkaRecord
 from chalicelib.core.errors import NotFoundError
 from chalicelib.core.resources.kafka_source import KafkaMappingSpec
+from tests.backends import aws_env
 from tests.fakes import MemoryMappings, RecordingPublisher
 
 # kafka-python 3.0 imports its protocol schemas with a deprecated importlib.resources call.
@@ -29,6 +30,8 @@ MSK = "arn:aws:kafka:us-east-1:123456789012:cluster/demo/0b1c2d3e-aaaa-bbbb-cccc
 SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:sb/kafka/orders-AbCdEf"
 
 
+# Not on LocalStack: its free tier refuses Kafka event source mappings ("Unsupported event source
+# mapping source service kafka").
 @pytest.fixture(params=["memory", "aws"])
 def kafka_mappings(request: pytest.FixtureRequest) -> Any:
     if request.param == "memory":
@@ -37,8 +40,7 @@ def kafka_mappings(request: pytest.FixtureRequest) -> Any:
     from chalicelib.adapters.lambda_mappings import LambdaMappings
 
     allow_kafka_mappings_in_moto()
-    settings = request.getfixturevalue("aws_settings")
-    clients = request.getfixturevalue("aws_clients")
+    settings, clients = aws_env(request, request.param)
     bootstrap(settings, clients, say=lambda line: None)
     return LambdaMappings(clients), settings.kafka_function
 

@@ -1,4 +1,5 @@
-"""One suite per port, run on the in-memory fake and on the AWS adapter against a moto server."""
+"""One suite per port, run on the in-memory fake and on the AWS adapter against a moto server and
+against LocalStack's runtime (tests/backends.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,8 @@ import pytest
 
 from chalicelib.core.errors import ConflictError, NotFoundError
 from chalicelib.ports import OutgoingMessage
+from tests.backends import AWS_BACKENDS, BACKENDS, aws_env
 from tests.fakes import MemoryArchive, MemoryBlobs, MemoryMappings, MemoryQueues, MemoryStore
-
-BACKENDS = ["memory", "aws"]
 
 
 def _unique(prefix: str) -> str:
@@ -26,8 +26,7 @@ def store(request: pytest.FixtureRequest) -> Any:
     from brokerctl.bootstrap import bootstrap
     from chalicelib.adapters.dynamodb_store import DynamoResourceStore
 
-    settings = request.getfixturevalue("aws_settings")
-    clients = request.getfixturevalue("aws_clients")
+    settings, clients = aws_env(request, request.param)
     bootstrap(settings, clients, say=lambda line: None)
     return DynamoResourceStore(clients, settings.table_name)
 
@@ -38,7 +37,7 @@ def queues(request: pytest.FixtureRequest) -> Any:
         return MemoryQueues()
     from chalicelib.adapters.sqs_queues import SqsQueues
 
-    return SqsQueues(request.getfixturevalue("aws_clients"))
+    return SqsQueues(aws_env(request, request.param)[1])
 
 
 @pytest.fixture(params=BACKENDS)
@@ -47,7 +46,7 @@ def blobs_and_bucket(request: pytest.FixtureRequest) -> Any:
         return MemoryBlobs(), "bucket"
     from chalicelib.adapters.s3_blobs import S3Blobs
 
-    clients = request.getfixturevalue("aws_clients")
+    clients = aws_env(request, request.param)[1]
     bucket = _unique("blobs")
     clients.client("s3").create_bucket(Bucket=bucket)
     return S3Blobs(clients), bucket
@@ -209,8 +208,7 @@ def mapping_env(request: pytest.FixtureRequest) -> Any:
     from chalicelib.adapters.lambda_mappings import LambdaMappings
     from chalicelib.adapters.sqs_queues import SqsQueues
 
-    settings = request.getfixturevalue("aws_settings")
-    clients = request.getfixturevalue("aws_clients")
+    settings, clients = aws_env(request, request.param)
     bootstrap(settings, clients, say=lambda line: None)
     return LambdaMappings(clients), SqsQueues(clients), settings.delivery_function
 
@@ -261,13 +259,13 @@ def test_blobs_round_trip(blobs_and_bucket: Any) -> None:
         blobs.get(bucket, "claims/a.json")
 
 
-def test_archive_accepts_batches(request: pytest.FixtureRequest) -> None:
+@pytest.mark.parametrize("backend", AWS_BACKENDS)
+def test_archive_accepts_batches(backend: str, request: pytest.FixtureRequest) -> None:
     """The memory archive keeps records; the Firehose adapter delivers them to the S3 bucket."""
     from brokerctl.bootstrap import bootstrap
     from chalicelib.adapters.firehose_archive import FirehoseArchive
 
-    settings = request.getfixturevalue("aws_settings")
-    clients = request.getfixturevalue("aws_clients")
+    settings, clients = aws_env(request, backend)
     bootstrap(settings, clients, say=lambda line: None)
     marker = _unique("rec")
     records = [json.dumps({"n": i, "m": marker}).encode() + b"\n" for i in range(3)]
@@ -294,8 +292,7 @@ def test_a_store_counting_some_kinds_keeps_the_epoch_for_the_others(
         from brokerctl.bootstrap import bootstrap
         from chalicelib.adapters.dynamodb_store import DynamoResourceStore
 
-        settings = request.getfixturevalue("aws_settings")
-        clients = request.getfixturevalue("aws_clients")
+        settings, clients = aws_env(request, backend)
         bootstrap(settings, clients, say=lambda line: None)
         store = DynamoResourceStore(clients, settings.table_name, kinds)
     ns = _unique("ns")

@@ -29,6 +29,7 @@ class LocalBroker:
     aws_url: str
     process: subprocess.Popen[str]
     lines: list[str] = field(default_factory=list)
+    emulator: str = "moto"  # or "localstack"
     pump: threading.Thread | None = None
 
     def cp(self, namespace: str) -> str:
@@ -63,9 +64,11 @@ def start_local_broker(
     extra_env: dict[str, str] | None = None,
     aws_endpoint: str | None = None,
     port: int | None = None,
+    args: tuple[str, ...] = (),
 ) -> LocalBroker:
     """``brokerctl dev`` on free ports, with its embedded AWS endpoint, or on ``aws_endpoint``
-    (an endpoint that outlives it: the fault matrix restarts the broker against the same one)."""
+    (an endpoint that outlives it: the fault matrix restarts the broker against the same one).
+    ``args`` are more options of ``brokerctl dev``."""
     port, aws_port = port or free_port(), free_port()
     env = {
         **os.environ,
@@ -79,7 +82,7 @@ def start_local_broker(
     if aws_endpoint is not None:
         env["AWS_ENDPOINT_URL"] = aws_endpoint
     process = subprocess.Popen(
-        [sys.executable, "-m", "brokerctl", "dev"],
+        [sys.executable, "-m", "brokerctl", "dev", *args],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -126,4 +129,23 @@ def local_broker() -> Iterator[LocalBroker]:
     yield broker
     stop_local_broker(broker)
     # Shown by pytest only when a test of the module failed: the runtime's side of the story.
+    print("\n--- local runtime output (last 300 lines) ---\n" + "\n".join(broker.lines[-300:]))
+
+
+@pytest.fixture(
+    scope="module", params=["moto", pytest.param("localstack", marks=pytest.mark.localstack)]
+)
+def any_local_broker(request: pytest.FixtureRequest) -> Iterator[LocalBroker]:
+    """The local runtime on its embedded moto, then against LocalStack's runtime as a user runs
+    it: ``brokerctl dev --endpoint localstack`` with ``LOCALSTACK_HOST`` (localstack-client)."""
+    if request.param == "moto":
+        broker = start_local_broker()
+    else:
+        endpoint: str = request.getfixturevalue("localstack_endpoint")
+        host = endpoint.removeprefix("http://")
+        broker = start_local_broker({"LOCALSTACK_HOST": host}, args=("--endpoint", "localstack"))
+        broker.aws_url, broker.emulator = endpoint, "localstack"
+        assert f"using the AWS endpoint at {endpoint}" in "\n".join(broker.lines)
+    yield broker
+    stop_local_broker(broker)
     print("\n--- local runtime output (last 300 lines) ---\n" + "\n".join(broker.lines[-300:]))

@@ -19,6 +19,12 @@ from tests.e2e.conftest import LocalBroker, wait_until
 pytestmark = pytest.mark.e2e
 
 
+@pytest.fixture(scope="module")
+def local_broker(any_local_broker: LocalBroker) -> LocalBroker:
+    """On the embedded moto and on LocalStack (tests/e2e/conftest.py)."""
+    return any_local_broker
+
+
 @pytest.fixture
 def ns(local_broker: LocalBroker) -> Iterator[str]:
     ns = f"d-{uuid.uuid4().hex[:8]}"

@@ -15,6 +15,12 @@ from tests.e2e.conftest import LocalBroker, stop_local_broker, wait_until
 pytestmark = pytest.mark.e2e
 
 
+@pytest.fixture(scope="module")
+def local_broker(any_local_broker: LocalBroker) -> LocalBroker:
+    """On the embedded moto and on LocalStack (tests/e2e/conftest.py)."""
+    return any_local_broker
+
+
 def test_event_reaches_matching_subscriber_only(local_broker: LocalBroker) -> None:
     ns = f"e2e-{uuid.uuid4().hex[:6]}"
     with EventDisplay() as subscriber:
@@ -33,6 +39,7 @@ def test_event_reaches_matching_subscriber_only(local_broker: LocalBroker) -> No
         assert r.status_code == 201, r.text
         doc = local_broker.wait_ready(ns, "triggers", "orders")
         assert doc["status"]["subscriberUri"] == subscriber.url + "/orders"
+        assert _mapping_states(local_broker) == {_expected_state(local_broker)}
         local_broker.wait_ready(ns, "brokers", "default")
 
         ingress = f"{local_broker.url}/{ns}/default"
@@ -107,6 +114,21 @@ def test_event_reaches_matching_subscriber_only(local_broker: LocalBroker) -> No
         assert subscriber.wait_for(lambda got: len(got) >= 3, timeout=30)
         assert "nope-1" not in {g.headers.get("ce-id") for g in subscriber.received}
         assert len(subscriber.received) == 3
+
+
+def _expected_state(broker: LocalBroker) -> str:
+    # The embedded moto has no pollers of its own; LocalStack does, and they must not compete
+    # with the local runtime's (they would spend receive counts, i.e. delivery attempts).
+    return "Disabled" if broker.emulator == "localstack" else "Enabled"
+
+
+def _mapping_states(broker: LocalBroker) -> set[str]:
+    import boto3
+
+    lam = boto3.client("lambda", endpoint_url=broker.aws_url, region_name="us-east-1")
+    listed = lam.list_event_source_mappings(FunctionName="serverless-broker-local-delivery")
+    # Deleting: mappings other tests on the same endpoint deleted (deletion is asynchronous).
+    return {m["State"] for m in listed["EventSourceMappings"]} - {"Deleting"}
 
 
 def test_healthz_and_errors(local_broker: LocalBroker) -> None:

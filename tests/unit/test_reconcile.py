@@ -201,6 +201,29 @@ def test_disabled_mapping_is_enabled() -> None:
     ]
 
 
+def test_mappings_are_created_disabled_when_something_else_consumes_the_queues() -> None:
+    # Local runtime against an emulator: its pollers must not compete with ours.
+    orders_q, _ = names(ORDERS)
+    gone = _mapping(CONVERGED, orders_q)
+    others = tuple(replace(m, enabled=False) for m in CONVERGED.mappings if m != gone)
+    observed = replace(CONVERGED, mappings=others)
+    desired = replace(DESIRED, config=replace(CONFIG, mappings_enabled=False))
+    assert plan(desired, observed) == [CreateMapping(orders_q, "sb-delivery", 10, enabled=False)]
+
+
+def test_disabled_mappings_stay_disabled_and_enabled_ones_are_replaced_when_unwanted() -> None:
+    desired = replace(DESIRED, config=replace(CONFIG, mappings_enabled=False))
+    disabled = tuple(replace(m, enabled=False) for m in CONVERGED.mappings)
+    assert plan(desired, replace(CONVERGED, mappings=disabled)) == []
+    orders_q, _ = names(ORDERS)
+    enabled = _mapping(CONVERGED, orders_q)
+    mappings = tuple(m if m == enabled else replace(m, enabled=False) for m in CONVERGED.mappings)
+    assert plan(desired, replace(CONVERGED, mappings=mappings)) == [
+        DeleteMapping(enabled.uuid, orders_q, "sb-delivery"),
+        CreateMapping(orders_q, "sb-delivery", 10, enabled=False),
+    ]
+
+
 @pytest.mark.parametrize(
     ("attrs", "expected"),
     [
