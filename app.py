@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import functools
-import logging
 from collections.abc import Callable
 from typing import Any
 
-from chalice.app import Chalice, ChaliceUnhandledError, IAMAuthorizer, Request, Response
+from chalice.app import (
+    Chalice,
+    ChaliceUnhandledError,
+    ConvertToMiddleware,
+    IAMAuthorizer,
+    Request,
+    Response,
+)
 
-from chalicelib import http_ingress
+from chalicelib import http_ingress, logs
 from chalicelib.config import APP_NAME, Settings
 from chalicelib.container import get_container
 from chalicelib.http_errors import error_response, json_response, with_problem_body
@@ -44,12 +50,16 @@ _SETTINGS = Settings.from_env()
 # mode only from an explicit BROKER_STAGE=local + BROKER_LOCAL_MODE=true, so an environment that
 # lost its stage gets IAM here (closed), and its container refuses to build (require_runnable).
 _CP_AUTH = None if _SETTINGS.local_mode else IAMAuthorizer()
+if _SETTINGS.on_lambda:
+    # Every function (the API's and the four others): JSON log lines with its Lambda context, and
+    # an X-Ray subsegment per invocation. Registered first: around the error middleware too.
+    app.register_middleware(ConvertToMiddleware(logs.on_lambda()))
 
 CP = "/apis/eventing.knative.dev/v1/namespaces/{namespace}"
 ANY = ["*/*"]
 ALL_METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"]
 
-log = logging.getLogger("broker.http")
+log = logs.get("http")
 
 
 def _current() -> Request:
