@@ -22,7 +22,10 @@ from chalicelib.http_errors import error_response, json_response, with_problem_b
 from chalicelib.services.http_input import parse_json_body, parse_limit
 from chalicelib.services.resources import ResourceService
 
-app = Chalice(app_name=APP_NAME)
+_SETTINGS = Settings.from_env()
+# Chalice's log is the logger named after the app, as is powertools' (its service): on Lambda it
+# is powertools' alone (JSON), not also Chalice's plain-text handler.
+app = Chalice(app_name=APP_NAME, configure_logs=not _SETTINGS.on_lambda)
 # API Gateway passes bodies of these media types to Lambda base64-encoded, so binary event data
 # arrives byte-exact; other (text) types arrive as UTF-8 text. Not "*/*": then every *response*
 # would be binary too, and API Gateway answers clients without an Accept header with base64 text.
@@ -44,7 +47,6 @@ app.api.binary_types = sorted(
     }
 )
 
-_SETTINGS = Settings.from_env()
 # Control plane: IAM (SigV4) when deployed, open on loopback in local mode (DESIGN.md §5).
 # Computed at import, where an empty environment must still import cleanly: from_env reads local
 # mode only from an explicit BROKER_STAGE=local + BROKER_LOCAL_MODE=true, so an environment that

@@ -150,11 +150,11 @@ def log_keys(job: Job) -> dict[str, Any]:
     }
     if event is not None:
         keys["event_id"] = event.id
-    # The traceparent sent on (a new trace when none came in), else the one that came in: as an
-    # HTTP header, or as the event's distributed-tracing extension.
+    # The event's trace: its distributed-tracing extension, else the traceparent header it is
+    # sent with (the incoming trace continued, or a new one when none came in).
     sent: Mapping[str, str] = getattr(job, "headers", None) or {}  # set once the request is built
     extension = event.get("traceparent") if event is not None else None
-    traceparent = sent.get("traceparent") or queued.headers.get("traceparent") or extension
+    traceparent = extension or sent.get("traceparent") or queued.headers.get("traceparent")
     trace_id = tracing.trace_id(str(traceparent)) if traceparent else None
     if trace_id:
         keys["trace_id"] = trace_id
