@@ -3,20 +3,29 @@
 from __future__ import annotations
 
 import functools
-import logging
 from collections.abc import Callable
 from typing import Any
 
-from chalice.app import Chalice, ChaliceUnhandledError, IAMAuthorizer, Request, Response
+from chalice.app import (
+    Chalice,
+    ChaliceUnhandledError,
+    ConvertToMiddleware,
+    IAMAuthorizer,
+    Request,
+    Response,
+)
 
-from chalicelib import http_ingress
+from chalicelib import http_ingress, logs
 from chalicelib.config import APP_NAME, Settings
 from chalicelib.container import get_container
 from chalicelib.http_errors import error_response, json_response, with_problem_body
 from chalicelib.services.http_input import parse_json_body, parse_limit
 from chalicelib.services.resources import ResourceService
 
-app = Chalice(app_name=APP_NAME)
+_SETTINGS = Settings.from_env()
+# Chalice's log is the logger named after the app, as is powertools' (its service): on Lambda it
+# is powertools' alone (JSON), not also Chalice's plain-text handler.
+app = Chalice(app_name=APP_NAME, configure_logs=not _SETTINGS.on_lambda)
 # API Gateway passes bodies of these media types to Lambda base64-encoded, so binary event data
 # arrives byte-exact; other (text) types arrive as UTF-8 text. Not "*/*": then every *response*
 # would be binary too, and API Gateway answers clients without an Accept header with base64 text.
@@ -38,18 +47,21 @@ app.api.binary_types = sorted(
     }
 )
 
-_SETTINGS = Settings.from_env()
 # Control plane: IAM (SigV4) when deployed, open on loopback in local mode (DESIGN.md §5).
 # Computed at import, where an empty environment must still import cleanly: from_env reads local
 # mode only from an explicit BROKER_STAGE=local + BROKER_LOCAL_MODE=true, so an environment that
 # lost its stage gets IAM here (closed), and its container refuses to build (require_runnable).
 _CP_AUTH = None if _SETTINGS.local_mode else IAMAuthorizer()
+if _SETTINGS.on_lambda:
+    # Every function (the API's and the four others): JSON log lines with its Lambda context, and
+    # an X-Ray subsegment per invocation. Registered first: around the error middleware too.
+    app.register_middleware(ConvertToMiddleware(logs.on_lambda()))
 
 CP = "/apis/eventing.knative.dev/v1/namespaces/{namespace}"
 ANY = ["*/*"]
 ALL_METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"]
 
-log = logging.getLogger("broker.http")
+log = logs.get("http")
 
 
 def _current() -> Request:

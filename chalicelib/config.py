@@ -85,6 +85,9 @@ class Settings:
     # What was wrong with the environment it was read from (empty when built in code); see
     # require_runnable. Not compared: two Settings with the same values are the same settings.
     problems: tuple[str, ...] = field(default=(), compare=False)
+    # Run by the Lambda runtime (it names the function in AWS_LAMBDA_FUNCTION_NAME): logs are JSON
+    # and invocations traced (chalicelib/logs.py). False in the local runtime and in tests.
+    on_lambda: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -141,6 +144,7 @@ class Settings:
                 if s.strip()
             ),
             problems=problems,
+            on_lambda=bool(env.get("AWS_LAMBDA_FUNCTION_NAME")),
         )
 
     def require_runnable(self) -> Settings:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import logging
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import Any
 
+from chalicelib import logs
 from chalicelib.adapters.aws_clients import AwsClients
 from chalicelib.config import Settings
 from chalicelib.core.resources.broker import BROKERS, Broker
@@ -39,7 +39,7 @@ from chalicelib.services.routing import ROUTING_KINDS, ConfigCache, load_broker_
 from chalicelib.services.shared_sends import SharedSends
 from chalicelib.services.tokens import Tokens
 
-log = logging.getLogger("broker")
+log = logs.get("ingress")
 
 
 @dataclass

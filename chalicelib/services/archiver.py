@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import atexit
 import json
-import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
 
+from chalicelib import logs
 from chalicelib.core.errors import BrokerError
 from chalicelib.ports import Archive
 from chalicelib.services.metrics import Metrics
 
-log = logging.getLogger(__name__)
+log = logs.get("archiver")
 
 ATTEMPTS = 3
 BACKOFF_SECONDS = (0.05, 0.2)  # before the 2nd and 3rd attempts
@@ -89,12 +89,14 @@ class Archiver:
             except BrokerError as exc:
                 error = exc
         self._metrics.count("archive_failure_count", {"function": self._role}, len(records))
+        event_ids = _event_ids(records)
         log.error(
             "archive failed after %d attempts, %d records not archived (event ids %s): %s",
             ATTEMPTS,
             len(records),
-            _event_ids(records),
+            event_ids,
             error,
+            extra={"function": self._role, "event_ids": event_ids},
         )
         return False
 

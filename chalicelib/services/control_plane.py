@@ -5,11 +5,11 @@ and the broker's existence each time it is read; Ready is derived, never stored.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from chalicelib import logs
 from chalicelib.config import Settings
 from chalicelib.core import reconcile
 from chalicelib.core.clock import utcnow
@@ -24,7 +24,7 @@ from chalicelib.services.resources import Hooks, Resources, Stored
 from chalicelib.services.routing import ConfigCache
 from chalicelib.services.tokens import Tokens
 
-log = logging.getLogger("broker.control_plane")
+log = logs.get("control_plane")
 
 NOT_PROVISIONED = {"provisioned_at": None, "dependencies_ok": None, "message": ""}
 

@@ -19,6 +19,7 @@ from aws_lambda_powertools.utilities.batch import (
     process_partial_response,
 )
 
+from chalicelib import logs
 from chalicelib.core import archive, names
 from chalicelib.core.clock import utcnow
 from chalicelib.core.cloudevents import codec
@@ -46,7 +47,7 @@ from chalicelib.services.ingress import TTL_ATTRIBUTE
 from chalicelib.services.metrics import Metrics, status_class
 from chalicelib.services.routing import ConfigCache, Route
 
-log = logging.getLogger("broker.delivery")
+log = logs.get("delivery")
 
 DEFAULT_ATTEMPT_TIMEOUT = 30.0
 # An attempt that failed unexpectedly (an AWS call that failed past its retries, a claim check
@@ -136,6 +137,30 @@ class Role(Protocol):
         ...
 
 
+def log_keys(job: Job) -> dict[str, Any]:
+    """The keys of a log line about one delivery (chalicelib/logs.py): where it goes, the event,
+    the attempt, and the W3C trace id it travels under (what the subscriber's traces show)."""
+    queued, event = job.queued, job.event
+    keys: dict[str, Any] = {
+        "namespace": queued.namespace,
+        "broker": queued.broker,
+        "trigger": queued.trigger,
+        "attempt": job.attempt,
+        "message_id": job.record.get("messageId"),
+    }
+    if event is not None:
+        keys["event_id"] = event.id
+    # The event's trace: its distributed-tracing extension, else the traceparent header it is
+    # sent with (the incoming trace continued, or a new one when none came in).
+    sent: Mapping[str, str] = getattr(job, "headers", None) or {}  # set once the request is built
+    extension = event.get("traceparent") if event is not None else None
+    traceparent = extension or sent.get("traceparent") or queued.headers.get("traceparent")
+    trace_id = tracing.trace_id(str(traceparent)) if traceparent else None
+    if trace_id:
+        keys["trace_id"] = trace_id
+    return keys
+
+
 def _queue_of(record: Mapping[str, Any]) -> str:
     return _queue_name(str(record.get("eventSourceARN", "")))
 
@@ -222,7 +247,7 @@ class Delivery:
                         self._record(job, Outcome.SUCCESS, archived)
                         continue
                 except Exception as exc:
-                    outcomes[job.index] = self._failure(job.record, exc)
+                    outcomes[job.index] = self._failure(job.record, exc, job)
                     continue
             other.append(job)
         if len(other) > 1:  # retries, dead letters and replies make AWS calls: overlap them
@@ -279,19 +304,23 @@ class Delivery:
         self._archiver.write(archived)
         self._metrics.flush()
 
-    def _failure(self, record: Mapping[str, Any], exc: Exception) -> Exception:
+    def _failure(
+        self, record: Mapping[str, Any], exc: Exception, job: Job | None = None
+    ) -> Exception:
         """What a record's failure reports. An unexpected one is logged with its traceback, and
         its message is made visible again in FAILURE_RETRY_SECONDS if SQS can be told so (else
         SQS redelivers it once the queue's visibility timeout runs out)."""
         if isinstance(exc, RetryLaterError):
             return exc
-        log.error("delivery of %s failed unexpectedly", record.get("messageId"), exc_info=exc)
+        message_id = record.get("messageId")
+        keys = log_keys(job) if job is not None else {"message_id": message_id}
+        log.error("delivery of %s failed unexpectedly", message_id, exc_info=exc, extra=keys)
         try:
             self._queues.change_visibility(
                 _queue_of(record), record["receiptHandle"], FAILURE_RETRY_SECONDS
             )
         except Exception as again:
-            log.warning("could not reschedule %s: %s", record.get("messageId"), again)
+            log.warning("could not reschedule %s: %s", message_id, again, extra=keys)
         return exc
 
     def _safe_settle(self, job: Job, archived: list[bytes]) -> Exception | None:
@@ -301,7 +330,7 @@ class Delivery:
             self._settle(job, archived)
             return None
         except Exception as exc:
-            return self._failure(job.record, exc)
+            return self._failure(job.record, exc, job)
 
     # ---- the passes over one record ------------------------------------------------------------
 
@@ -352,12 +381,9 @@ class Delivery:
         if route is None:
             # Deleted broker or trigger: Knative lets a few events still arrive after a delete;
             # here they are dropped on purpose, and said so.
-            log.warning(
-                "dropping event for missing trigger %s/%s/%s",
-                queued.namespace,
-                queued.broker,
-                queued.trigger,
-            )
+            ns, broker, trigger = queued.namespace, queued.broker, queued.trigger
+            keys = {"namespace": ns, "broker": broker, "trigger": trigger}
+            log.warning("dropping event for missing trigger %s/%s/%s", *keys.values(), extra=keys)
             return None
         target = self._role.target(route)
         timeout = route.delivery.timeout.seconds if route.delivery.timeout else None
@@ -477,7 +503,9 @@ class Delivery:
             return None, True
 
     def _poison(self, queue: str, record: Mapping[str, Any], why: str) -> None:
-        log.error("unreadable message %s in %s: %s", record.get("messageId"), queue, why)
+        message_id = record.get("messageId")
+        keys = {"message_id": message_id, "queue": queue}
+        log.error("unreadable message %s in %s: %s", message_id, queue, why, extra=keys)
         if not queue.endswith(names.DLQ_SUFFIX):
             dlq = queue + names.DLQ_SUFFIX
             self._queues.send_batch(dlq, [OutgoingMessage("0", record["body"])])
@@ -504,6 +532,12 @@ class Delivery:
                 status if status is not None else "error",
                 outcome.value,
                 answer.elapsed_ms,
+                extra={
+                    **log_keys(job),
+                    "status": status,
+                    "outcome": outcome.value,
+                    "elapsed_ms": round(answer.elapsed_ms, 1),
+                },
             )
         now = self._clock()
         arrival = event.get("knativearrivaltime")

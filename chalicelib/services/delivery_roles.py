@@ -3,10 +3,10 @@ and its dead-letter sink, fed from its DLQ (DESIGN.md §2.3)."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from chalicelib import logs
 from chalicelib.core.cloudevents.event import CloudEvent
 from chalicelib.core.delivery.policy import dead_letter_extensions
 from chalicelib.core.errors import UnavailableError, ValidationError
@@ -17,11 +17,12 @@ from chalicelib.services.delivery import (
     Job,
     NoDeadLetterSinkError,
     RetryLaterError,
+    log_keys,
 )
 from chalicelib.services.ingress import TTL_ATTRIBUTE, Ingress, TtlExceededError
 from chalicelib.services.routing import Route
 
-log = logging.getLogger("broker.delivery")
+log = logs.get("delivery")
 
 
 class Subscribers:
@@ -51,9 +52,15 @@ class Subscribers:
         try:
             self._ingress.ingest(config, [reply], queued.headers)
         except TtlExceededError:
-            log.warning("reply %s dropped: knativebrokerttl exhausted (reply loop)", reply.id)
+            log.warning(
+                "reply %s dropped: knativebrokerttl exhausted (reply loop)",
+                reply.id,
+                extra={**log_keys(job), "reply_id": reply.id},
+            )
         except ValidationError as exc:
-            log.warning("reply %s dropped: %s", reply.id, exc)
+            log.warning(
+                "reply %s dropped: %s", reply.id, exc, extra={**log_keys(job), "reply_id": reply.id}
+            )
         self._parts.metrics.count(
             "reply_count",
             {"namespace": queued.namespace, "broker": queued.broker, "trigger": queued.trigger},

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -21,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from chalicelib import logs
 from chalicelib.core.archive import rfc3339
 from chalicelib.core.clock import utcnow
 from chalicelib.core.cloudevents.event import CloudEvent
@@ -28,7 +28,7 @@ from chalicelib.core.errors import BrokerError, ConflictError, NotFoundError
 from chalicelib.core.registry.entities import ObservedType
 from chalicelib.ports import Blobs, ResourceStore
 
-log = logging.getLogger("broker.registry")
+log = logs.get("registry")
 
 SAMPLE_KIND = "eventtypes"
 METRICS_FILE = "event_types.json"

@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import logging
 import threading
 import time
 import uuid
@@ -22,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from chalicelib import logs
 from chalicelib.core import archive
 from chalicelib.core.clock import utcnow
 from chalicelib.core.cloudevents import codec
@@ -44,7 +44,7 @@ from chalicelib.services.metrics import Metrics
 from chalicelib.services.resources import Resources
 from chalicelib.services.routing import BrokerConfig, ConfigCache
 
-log = logging.getLogger("broker.kafka_ingress")
+log = logs.get("kafka_ingress")
 
 
 @dataclass(frozen=True)
@@ -248,6 +248,7 @@ class KafkaIngress:
         log.warning(
             "kafkasource %s/%s: record %s is not a valid CloudEvent (%s): %s",
             source.namespace, source.name, item.where, reason, detail,
+            extra={"namespace": source.namespace, "kafkasource": source.name, "record": item.where},
         )  # fmt: skip
         self._count(source, "4xx", 1)
         self._archive_rejection(source, reason, detail, now)

@@ -6,11 +6,11 @@ exists, planned by ``kafka_source.plan_mappings``."""
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from chalicelib import logs
 from chalicelib.config import Settings
 from chalicelib.core import limits
 from chalicelib.core.clock import utcnow
@@ -26,7 +26,7 @@ from chalicelib.ports import Queues, ReceivedMessage
 from chalicelib.services.provisioner import Provisioner
 from chalicelib.services.resources import Hooks, Resources, Stored
 
-log = logging.getLogger("broker.kafka_sources")
+log = logs.get("kafka_sources")
 
 PEEK_VISIBILITY = 30
 MAX_LIST = 1000

@@ -8,12 +8,12 @@ has changed. User-defined endpoints are stored as kind ``registry`` in namespace
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from chalicelib import logs
 from chalicelib.config import APP_NAME, Settings
 from chalicelib.core.archive import rfc3339
 from chalicelib.core.clock import utcnow
@@ -47,7 +47,7 @@ from chalicelib.ports import ResourceStore, StoredItem
 from chalicelib.services.event_types import SAMPLE_KIND, sample_types
 from chalicelib.services.resources import Resources
 
-log = logging.getLogger("broker.registry")
+log = logs.get("registry")
 
 KIND = "registry"
 USER = "endpoints"

@@ -123,9 +123,22 @@ class Harness:
         """Play Lambda's poller once on the trigger's queue (or DLQ): receive a batch, invoke the
         function with real SQS records, delete what succeeded. Returns the handler's answer."""
         queue = self.dlq_of(trigger) if dead_letter else self.queue_of(trigger)
+        event = self.sqs_event(queue)
+        service = self.container.dead_letter if dead_letter else self.container.delivery
+        answer = service.handle_sqs_event(event, None)
+        failed = {f["itemIdentifier"] for f in answer.get("batchItemFailures", [])}
+        for r in event["Records"]:
+            if r["messageId"] not in failed:
+                self.queues.delete_message(queue, r["receiptHandle"])
+        answer["received"] = len(event["Records"])
+        return answer
+
+    def sqs_event(self, queue: str) -> dict[str, Any]:
+        """The event Lambda's SQS poller invokes a function with: one batch received from
+        ``queue`` (the messages stay in flight until deleted)."""
         received = self.queues.receive(queue, 10, 0, None)
         arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{queue}"
-        event = {
+        return {
             "Records": [
                 {
                     "messageId": m.message_id,
@@ -141,14 +154,6 @@ class Harness:
                 for m in received
             ]
         }
-        service = self.container.dead_letter if dead_letter else self.container.delivery
-        answer = service.handle_sqs_event(event, None)
-        failed = {f["itemIdentifier"] for f in answer.get("batchItemFailures", [])}
-        for m in received:
-            if m.message_id not in failed:
-                self.queues.delete_message(queue, m.receipt_handle)
-        answer["received"] = len(received)
-        return answer
 
     def make_visible(self, trigger: str, *, dead_letter: bool = False) -> None:
         """Skip the backoff: what SQS does when the visibility timeout runs out."""

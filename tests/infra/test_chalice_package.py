@@ -115,6 +115,15 @@ def test_functions_get_their_settings_and_policy(
         assert [p["PolicyDocument"] for p in role["Policies"]] == [policy_files[function]]
 
 
+@pytest.mark.parametrize("which", ["raw_package", "pipeline_package"])
+def test_every_function_is_traced_actively(which: str, request: pytest.FixtureRequest) -> None:
+    out: Path = request.getfixturevalue(which)
+    functions = _functions(_sam(out))
+    assert len(functions) == 5
+    for logical_id, resource in functions.items():
+        assert resource["Properties"].get("Tracing") == "Active", logical_id
+
+
 def test_control_plane_routes_require_iam_and_ingress_does_not(
     raw_package: Path,
 ) -> None:

@@ -40,6 +40,8 @@ ENI = {
     "ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface", "ec2:DescribeNetworkInterfaces",
     "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets", "ec2:DescribeVpcs",
 }  # fmt: skip
+# What active tracing needs from each function's role (.chalice/config.json "xray": true).
+XRAY = {"xray:PutTelemetryRecords", "xray:PutTraceSegments"}
 
 
 @dataclass(frozen=True)
@@ -89,11 +91,13 @@ ALLOWLIST: dict[str, Allowed] = {
             "lambda:ListEventSourceMappings",
             "cloudwatch:PutMetricData",
             *ENI,
+            *XRAY,
         },
         "actions with no resource-level permissions: CreateEventSourceMapping (limited by the "
         "lambda:FunctionArn condition), ListEventSourceMappings (read-only), PutMetricData "
-        "(limited to the Glue namespace by condition), and the ENI actions Lambda needs to reach "
-        "a Kafka cluster inside a VPC (AWSLambdaVPCAccessExecutionRole uses * as well)",
+        "(limited to the Glue namespace by condition), the ENI actions Lambda needs to reach "
+        "a Kafka cluster inside a VPC (AWSLambdaVPCAccessExecutionRole uses * as well), and the "
+        "X-Ray writes of active tracing (AWSXRayDaemonWriteAccess uses * as well)",
     ),
     # ---- objects under a prefix of our own buckets
     f"{CLAIMS}/claims/*": _allow(
@@ -282,6 +286,17 @@ def test_conditional_wildcards_keep_their_conditions(
                 f"serverless-broker-{STAGE}-{f}"
                 for f in ("delivery", "dead_letter", "kafka_ingress")
             ]
+
+
+def test_every_function_may_write_its_traces(policy_files: dict[str, dict[str, Any]]) -> None:
+    for fn, doc in policy_files.items():
+        granted = {
+            str(action)
+            for st in doc["Statement"]
+            if st["Effect"] == "Allow" and st["Resource"] == "*"
+            for action in _as_list(st["Action"])
+        }
+        assert granted >= XRAY, f"{fn} cannot send its X-Ray segments"
 
 
 def test_trust_policies_name_one_service(template: dict[str, Any], resolver: Resolver) -> None:
