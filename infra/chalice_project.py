@@ -13,6 +13,8 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +66,26 @@ def render_policy(document: Any, resolver: Resolver) -> dict[str, Any]:
     return dict(rendered)
 
 
+# The powertools Tracer's X-Ray SDK, for the Lambda runtime's Python, in the package's vendor/
+# (Chalice adds it as is). Not in requirements.txt: there it pulls a second botocore (21 MB) in.
+TRACING_VENDOR = ("aws-xray-sdk==2.15.0", "wrapt==2.5.2")
+
+
+def vendor_tracing(dest: Path) -> None:
+    """Installs TRACING_VENDOR into ``dest/vendor`` as Lambda's x86_64 runtime needs them (this
+    interpreter's version is the functions' runtime: Chalice takes it from the packager)."""
+    vendor = dest / "vendor"
+    shutil.rmtree(vendor, ignore_errors=True)
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+         "--no-deps", "--only-binary=:all:", "--platform", "manylinux2014_x86_64",
+         "--implementation", "cp", "--python-version", version, "--target", str(vendor),
+         *TRACING_VENDOR],
+        check=True,
+    )  # fmt: skip
+
+
 def copy_app(dest: Path, repo: Path = REPO) -> Path:
     """Copies what Chalice packages (app.py, chalicelib/, requirements.txt) and the config."""
     dest.mkdir(parents=True, exist_ok=True)
@@ -91,6 +113,7 @@ def prepare(
     config = load_config(repo)
     functions = stage_functions(config, stage)
     copy_app(dest, repo)
+    vendor_tracing(dest)
     chalice_dir = dest / ".chalice"
     for function in functions:
         source = policy_path(config, stage, function, repo)

@@ -24,6 +24,7 @@ import argparse
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -310,7 +311,13 @@ def package(stage: str, region: str | None, out: Path, public_url: str | None) -
     config = chalice_project.load_config()
     chalice_project.stage_functions(config, stage)
     out.mkdir(parents=True, exist_ok=True)
-    _chalice(REPO, region or "us-east-1", None, "package", "--stage", stage, str(out))
+    # Packaged from a copy, where the tracing SDK is vendored (chalice_project.vendor_tracing);
+    # the policy files keep their CloudFormation references, which the template resolves.
+    project = chalice_project.copy_app(REPO / "build" / f"package-src-{stage}")
+    for policy in (REPO / ".chalice").glob("policy-*.json"):
+        shutil.copy2(policy, project / ".chalice" / policy.name)
+    chalice_project.vendor_tracing(project)
+    _chalice(project, region or "us-east-1", None, "package", "--stage", stage, str(out))
     sam_path = out / "sam.json"
     sam = json.loads(sam_path.read_text(encoding="utf-8"))
     patched = chalice_project.patch_package(sam, config, stage, load_template(), public_url)

@@ -215,3 +215,13 @@ def test_no_function_reserves_concurrency(raw_package: Path) -> None:
     at once do no harm."""
     for resource in _functions(_sam(raw_package)).values():
         assert "ReservedConcurrentExecutions" not in resource["Properties"]
+
+
+def test_the_pipeline_package_vendors_the_tracers_xray_sdk(pipeline_package: Path) -> None:
+    with zipfile.ZipFile(pipeline_package / "deployment.zip") as zf:
+        names = zf.namelist()
+        size = sum(i.file_size for i in zf.infolist())
+    assert any(n.startswith("aws_xray_sdk/") for n in names)
+    assert any(n.startswith("wrapt/") for n in names)
+    assert not any(n.startswith("botocore/") for n in names)  # the runtime's own, not a second
+    assert size < MAX_UNZIPPED_BYTES
