@@ -1,5 +1,8 @@
 # The two commands a newcomer needs: `make run` and `make test`. Both install what they need first.
-PYTHON ?= python3.11
+# Python 3.12: the functions' Lambda runtime is the packaging interpreter's (Chalice). pyenv's shims
+# answer for versions that are not active, so each candidate is run, not just looked up.
+PY312 := $(firstword $(foreach p,python3.12 $(sort $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12)),$(shell $(p) -c 'import sys; assert sys.version_info[:2] == (3, 12)' >/dev/null 2>&1 && echo $(p))))
+PYTHON ?= $(PY312)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -8,8 +11,9 @@ STAGE ?= prod
 .PHONY: install run test check lint typecheck bench deploy destroy package clean localstack localstack-venv
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
-	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH"; exit 1; }
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@test -n "$(PYTHON)" || { echo "need Python 3.12 (python3.12 on PATH, or pyenv install 3.12)"; exit 1; }
+	@# A venv of another Python (an earlier checkout's 3.11) is made again.
+	@$(PY) -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null || { rm -rf $(VENV); $(PYTHON) -m venv $(VENV); }
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	@# The project itself, editable, so that .venv/bin/brokerctl exists (no build isolation: the
 	@# venv's setuptools is enough, and nothing is downloaded for it).

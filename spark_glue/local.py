@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -41,6 +42,9 @@ def session(options: LocalOptions = LocalOptions()) -> SparkSession:
     # A local run binds to loopback: without this Spark warns that the host name resolves to
     # 127.0.0.1 and picks another interface, which a laptop on a train may not have.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Python workers run this interpreter (PySpark's default is whatever `python3` is on PATH,
+    # which need not be the driver's version: PySpark refuses to run across minor versions).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = (
         SparkSession.builder.master(options.master)
         .appName("serverless-broker-metrics")

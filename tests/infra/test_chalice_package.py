@@ -225,3 +225,14 @@ def test_the_pipeline_package_vendors_the_tracers_xray_sdk(pipeline_package: Pat
     assert any(n.startswith("wrapt/") for n in names)
     assert not any(n.startswith("botocore/") for n in names)  # the runtime's own, not a second
     assert size < MAX_UNZIPPED_BYTES
+
+
+@pytest.mark.parametrize("which", ["raw_package", "pipeline_package"])
+def test_functions_run_on_a_supported_python_runtime(
+    which: str, request: pytest.FixtureRequest
+) -> None:
+    """python3.11 stops taking new Lambda functions on 2027-07-31; Chalice takes the runtime
+    from the interpreter that packages, which `make` picks (3.12)."""
+    out = request.getfixturevalue(which)
+    runtimes = {r["Properties"]["Runtime"] for r in _functions(_sam(out)).values()}
+    assert runtimes and runtimes <= {"python3.12", "python3.13"}
