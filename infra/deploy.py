@@ -113,7 +113,44 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
         return 1
+    except Exception as exc:
+        problem = credentials_problem(exc)
+        if problem is None:
+            raise
+        print(f"error: {problem}", file=sys.stderr)
+        return 1
     return 0
+
+
+# The answers botocore and AWS give for credentials that are missing, expired or not valid.
+_CREDENTIAL_ERRORS = (
+    "NoCredentialsError",
+    "PartialCredentialsError",
+    "TokenRetrievalError",
+    "SSOTokenLoadError",
+    "UnauthorizedSSOTokenError",
+    "CredentialRetrievalError",
+)
+_CREDENTIAL_CODES = (
+    "ExpiredToken",
+    "ExpiredTokenException",
+    "InvalidClientTokenId",
+    "UnrecognizedClientException",
+    "RequestExpired",
+    "SignatureDoesNotMatch",
+)
+
+
+def credentials_problem(exc: BaseException) -> str | None:
+    """One line for an error that means "your AWS credentials": missing, expired or invalid."""
+    code = str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
+    if type(exc).__name__ not in _CREDENTIAL_ERRORS and code not in _CREDENTIAL_CODES:
+        return None
+    what = code or type(exc).__name__
+    return (
+        f"AWS credentials are missing, expired or not valid ({what}): sign in again "
+        "(`aws sso login`, `aws configure`) or choose a profile with --profile / AWS_PROFILE"
+    )
 
 
 # ---------------------------------------------------------------------------------------- deploy
