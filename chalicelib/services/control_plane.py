@@ -93,13 +93,15 @@ class ControlPlane:
 
     def reconcile_all(self) -> list[str]:
         """The scheduled repair: plan every trigger against everything that exists, apply, and
-        record which triggers had drift."""
+        record which triggers had drift. What exists is read first (the long part: every queue),
+        what is wanted last, so that a broker or trigger deleted meanwhile is not planned back."""
+        observed = self.provisioner.observe()
         brokers = {(s.namespace, s.name): s.resource for s in self.brokers.list()}
         items = self.triggers.list()
         desired = reconcile.DesiredState(
             self.provisioner.config, tuple(brokers.values()), tuple(s.resource for s in items)
         )
-        actions = reconcile.plan(desired, self.provisioner.observe())
+        actions = reconcile.plan(desired, observed)
         done = self.provisioner.execute(actions)
         touched = {reconcile.queue_of(a) for a in actions}
         for stored in items:
