@@ -215,15 +215,19 @@ class LocalRuntime:
         sources.start()
         self.sources = sources
         self._stack.append(sources.stop)
-        if kafka_bootstrap is not None:
-            from brokerctl.kafka_local import KafkaEventSources
+        # Lambda's Kafka poller, always: each KafkaSource's mapping is read from the clusters its
+        # bootstrap servers name, as on AWS; --kafka only adds a local Kafka (which MSK mappings
+        # use, having no cluster to resolve locally).
+        from brokerctl.kafka_local import KafkaEventSources
 
-            kafka_sources = KafkaEventSources(
-                container.clients, settings.kafka_function, chalice_app.kafka_ingress, say,
-                local_bootstrap=kafka_bootstrap,
-            )  # fmt: skip
-            kafka_sources.start()
-            self._stack.append(kafka_sources.stop)
+        kafka_sources = KafkaEventSources(
+            container.clients, settings.kafka_function, chalice_app.kafka_ingress, say,
+            local_bootstrap=kafka_bootstrap, refresh_seconds=MAPPING_REFRESH_SECONDS,
+        )  # fmt: skip
+        for operation in MAPPING_OPERATIONS:
+            events.register(f"after-call.lambda.{operation}", kafka_sources.poke)
+        kafka_sources.start()
+        self._stack.append(kafka_sources.stop)
         timer = _Timer(
             opts.reconcile_interval,
             lambda: chalice_app.reconciler(scheduled_event(settings.region), None),

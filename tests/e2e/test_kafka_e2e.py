@@ -270,3 +270,32 @@ def test_dev_kafka_starts_and_stops_its_own_tansu() -> None:
         stop_local_broker(runtime)
     assert runtime.process.returncode == 0
     wait_until(lambda: port_is_free("127.0.0.1", port), 10, "Tansu to release its port")
+
+
+def test_without_the_kafka_flag_sources_are_read_from_the_clusters_they_name(kafka: str) -> None:
+    """`make run` (no --kafka) reads a KafkaSource from the bootstrap servers it names, as Lambda
+    does; a source naming a cluster that does not answer shows Ready=False with the reason."""
+    plain = start_local_broker({})
+    try:
+        ns, topic = f"k-{uuid.uuid4().hex[:6]}", f"plain-{uuid.uuid4().hex[:6]}"
+        with EventDisplay() as subscriber:
+            broker_and_trigger(plain, ns, subscriber.url)
+            put_source(plain, ns, "named", source_spec(kafka, topic))
+            produce(kafka, topic, [binary_record("plain-1", b"read without --kafka")])
+            assert subscriber.wait_for(lambda got: len(got) >= 1, timeout=60)
+            assert subscriber.received[0].headers["ce-id"] == "plain-1"
+
+        nowhere = f"127.0.0.1:{free_port()}"
+        body = {"metadata": {"name": "nowhere"}, "spec": source_spec(nowhere, "t")}
+        r = httpx.put(f"{plain.url}{KS}/{ns}/kafkasources/nowhere", json=body, timeout=30)
+        assert r.status_code == 201, r.text
+
+        def unreachable() -> dict[str, Any] | None:
+            doc: dict[str, Any] = httpx.get(f"{plain.url}{KS}/{ns}/kafkasources/nowhere").json()
+            conds = {c["type"]: c for c in doc["status"]["conditions"]}
+            return conds["Ready"] if conds["Ready"]["status"] == "False" else None
+
+        ready = wait_until(unreachable, 30, "the unreachable source to show Ready=False")
+        assert ready["reason"] == "ClusterUnreachable" and "Connection error" in ready["message"]
+    finally:
+        stop_local_broker(plain)
