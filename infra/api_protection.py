@@ -1,4 +1,5 @@
-"""What protects the deployed REST API: stage throttling (rate and burst) and JSON access logs.
+"""What protects the deployed REST API, and lets it be watched: stage throttling (rate and
+burst), JSON access logs and X-Ray tracing.
 
 Settings per stage, in ``.chalice/config.json`` under the stage's ``api_protection`` key::
 
@@ -66,6 +67,8 @@ class ApiProtection:
     def sam_properties(self, access_log_arn: Any) -> dict[str, Any]:
         """Properties of the packaged ``AWS::Serverless::Api``."""
         props: dict[str, Any] = {
+            # X-Ray on the stage too, so that a request's trace starts at API Gateway.
+            "TracingEnabled": True,
             "MethodSettings": [
                 {
                     "ResourcePath": "/*",
@@ -73,7 +76,7 @@ class ApiProtection:
                     "ThrottlingRateLimit": self.rate_limit,
                     "ThrottlingBurstLimit": self.burst_limit,
                 }
-            ]
+            ],
         }
         if self.access_logs:
             props["AccessLogSetting"] = {
@@ -85,6 +88,7 @@ class ApiProtection:
     def stage_patch(self, access_log_arn: str | None) -> list[dict[str, str]]:
         """``UpdateStage`` patch operations for a stage ``chalice deploy`` made."""
         ops = [
+            {"op": "replace", "path": "/tracingEnabled", "value": "true"},
             {"op": "replace", "path": "/*/*/throttling/rateLimit", "value": str(self.rate_limit)},
             {"op": "replace", "path": "/*/*/throttling/burstLimit", "value": str(self.burst_limit)},
         ]

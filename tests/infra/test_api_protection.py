@@ -32,6 +32,7 @@ def test_throttling_and_json_access_logs_are_set_on_the_stage() -> None:
     ops = {op["path"]: op["value"] for op in gateway.calls[0]}
     assert ops["/*/*/throttling/rateLimit"] == "200.0"
     assert ops["/*/*/throttling/burstLimit"] == "400"
+    assert ops["/tracingEnabled"] == "true"
     assert ops["/accessLogSettings/destinationArn"] == ARN  # without CloudFormation's ":*"
     assert json.loads(ops["/accessLogSettings/format"]) == json.loads(ACCESS_LOG_FORMAT)
 
@@ -42,6 +43,7 @@ def test_without_the_accounts_logs_role_throttling_is_still_set_and_one_line_say
     put_on(gateway, "api1", "api", ApiProtection(), ARN, say=said.append)
     assert len(gateway.calls) == 2
     assert {op["path"] for op in gateway.calls[1]} == {
+        "/tracingEnabled",
         "/*/*/throttling/rateLimit",
         "/*/*/throttling/burstLimit",
     }

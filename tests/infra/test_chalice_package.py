@@ -189,6 +189,7 @@ def test_pipeline_package_throttles_the_stage_and_logs_access_as_json(
 ) -> None:
     props = _sam(pipeline_package)["Resources"]["RestAPI"]["Properties"]
     protection = chalice_config["stages"][STAGE]["api_protection"]
+    assert props["TracingEnabled"] is True
     assert props["MethodSettings"] == [
         {
             "ResourcePath": "/*",
