@@ -172,6 +172,11 @@ def _environment_problems(env: Mapping[str, str], stage: str) -> tuple[str, ...]
     if local in _TRUE and stage and stage != "local":
         # Local mode opens the control plane: never on a stage that may be deployed.
         problems.append(f"BROKER_LOCAL_MODE=true needs BROKER_STAGE=local, not {stage!r}")
+    if not _bool(env.get("BROKER_MAPPINGS_ENABLED"), True) and not _local_mode(env, stage):
+        # Disabled mappings deliver nothing unless a local runtime polls the queues itself.
+        problems.append(
+            "BROKER_MAPPINGS_ENABLED=false is for local mode only (nothing would deliver)"
+        )
     for name, kind in (
         ("BROKER_CACHE_TTL_SECONDS", float),
         ("BROKER_DELIVERY_TIMEOUT_SECONDS", int),

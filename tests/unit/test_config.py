@@ -37,6 +37,10 @@ def test_local_mode_needs_the_local_stage_and_the_flag(
         ({"BROKER_STAGE": "prod", "BROKER_LOCAL_MODE": "true"}, ["needs BROKER_STAGE=local"]),
         ({**LOCAL, "BROKER_LOCAL_MODE": "maybe"}, ["neither true nor false"]),
         (
+            {"BROKER_STAGE": "prod", "BROKER_MAPPINGS_ENABLED": "false"},
+            ["BROKER_MAPPINGS_ENABLED=false is for local mode only"],
+        ),
+        (
             {"BROKER_CACHE_TTL_SECONDS": "soon", "BROKER_DELIVERY_TIMEOUT_SECONDS": "1e3"},
             ["BROKER_STAGE is not set", "BROKER_CACHE_TTL_SECONDS", "BROKER_DELIVERY_TIMEOUT"],
         ),
@@ -54,7 +58,15 @@ def test_an_environment_that_cannot_run_safely_is_refused_with_every_problem(
     assert "brokerctl dev" in str(raised.value)
 
 
-@pytest.mark.parametrize("env", [LOCAL, {"BROKER_STAGE": "prod"}, {"BROKER_STAGE": "local"}])
+@pytest.mark.parametrize(
+    "env",
+    [
+        LOCAL,
+        {"BROKER_STAGE": "prod"},
+        {"BROKER_STAGE": "local"},
+        {**LOCAL, "BROKER_MAPPINGS_ENABLED": "false"},
+    ],
+)
 def test_a_complete_environment_runs(env: dict[str, str]) -> None:
     settings = Settings.from_env(env)
     assert settings.require_runnable() is settings
