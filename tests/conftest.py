@@ -52,16 +52,9 @@ def localstack_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[st
     """LocalStack's runtime in host mode (brokerctl/localstack_host.py), once per session, on a
     free port with a scratch filesystem root. Skipped only where no Python >= 3.12 exists; a
     LocalStack that should start and does not is an error."""
-    from brokerctl import localstack_host
-    from brokerctl.embedded_aws import free_port
+    from tests.localstack import host_localstack
 
-    if localstack_host.venv_python() is None:
-        if localstack_host.find_python() is None:
-            pytest.skip("LocalStack's runtime needs Python >= 3.12, and there is none here")
-        pytest.fail(
-            "Python >= 3.12 is here but .venv-localstack is not: run `make localstack-venv`"
-        )
-    stack = localstack_host.HostLocalStack(free_port(), tmp_path_factory.mktemp("localstack"))
+    stack = host_localstack(tmp_path_factory.mktemp("localstack"))
     url = stack.start()
     if not stack.dynamodb:
         stack.stop()

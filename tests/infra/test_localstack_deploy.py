@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from brokerctl import localstack_host
 from brokerctl.embedded_aws import free_port
+from tests.localstack import host_localstack
 
 pytestmark = [pytest.mark.localstack, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,13 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def fresh_localstack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    if localstack_host.venv_python() is None:
-        if localstack_host.find_python() is None:
-            pytest.skip("LocalStack's runtime needs Python >= 3.12, and there is none here")
-        pytest.fail(
-            "Python >= 3.12 is here but .venv-localstack is not: run `make localstack-venv`"
-        )
-    stack = localstack_host.HostLocalStack(free_port(), tmp_path_factory.mktemp("ls-deploy"))
+    stack = host_localstack(tmp_path_factory.mktemp("ls-deploy"))
     yield stack.start()
     stack.stop()
 
