@@ -5,6 +5,7 @@ not see."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import boto3
 import httpx
 import pytest
 
@@ -67,6 +69,23 @@ def registry(local: LocalBroker, path: str = "/registry/endpoints", **params: st
 
 def message_types(endpoint: dict[str, Any]) -> set[str]:
     return {m["envelopemetadata"]["type"]["value"] for m in endpoint.get("messages", {}).values()}
+
+
+def archived_ids(local: LocalBroker) -> set[str]:
+    """The ids of the events the archive holds so far (the objects Firehose wrote, in moto)."""
+    s3 = boto3.client("s3", endpoint_url=local.aws_url)
+    bucket, _, prefix = LOCAL_ARCHIVE.removeprefix("s3://").partition("/")
+    ids: set[str] = set()
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for obj in page.get("Contents", []):
+            body = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
+            if body[:2] == b"\x1f\x8b":
+                body = gzip.decompress(body)
+            for line in body.splitlines():
+                record = json.loads(line)
+                if record.get("kind") == "accepted":
+                    ids.add(record["event"]["id"])
+    return ids
 
 
 def brokerctl(local: LocalBroker, *args: str) -> subprocess.CompletedProcess[str]:
@@ -171,6 +190,12 @@ def test_the_metrics_job_adds_the_types_the_sample_has_not_written(
     # A type the sample holds back for a minute: only the metrics job can show it now.
     send_batch(
         broker, ns, "orders", [event("com.example.second", 2), event("com.example.second", 3)]
+    )
+    # The archive writes each second (local mode): the job reads what is there when it starts.
+    wait_until(
+        lambda: {"com.example.second-2", "com.example.second-3"} <= archived_ids(broker),
+        30,
+        "the archive to hold the second batch",
     )
     job = subprocess.run(
         [
