@@ -62,7 +62,9 @@ class QueueInfo:
 class OutgoingMessage:
     id: str  # unique within one batch
     body: str
-    delay_seconds: int = 0
+    delay_seconds: int = 0  # standard queues only: SQS FIFO refuses a per-message delay
+    group_id: str | None = None  # FIFO queues: MessageGroupId (required there)
+    dedup_id: str | None = None  # FIFO queues: MessageDeduplicationId (required there)
 
 
 @dataclass(frozen=True)

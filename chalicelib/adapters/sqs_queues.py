@@ -101,9 +101,7 @@ class SqsQueues:
         self._urls.pop(name, None)
 
     def send_batch(self, name: str, messages: Sequence[OutgoingMessage]) -> builtins.list[str]:
-        entries = [
-            {"Id": m.id, "MessageBody": m.body, "DelaySeconds": m.delay_seconds} for m in messages
-        ]
+        entries = [_entry(m) for m in messages]
         try:
             with translated(f"send to {name}"):
                 out = self._sqs.send_message_batch(QueueUrl=self._url(name), Entries=entries)
@@ -160,3 +158,14 @@ class SqsQueues:
                 ],
             )["Attributes"]
         return sum(int(v) for v in attrs.values())
+
+
+def _entry(m: OutgoingMessage) -> dict[str, Any]:
+    entry: dict[str, Any] = {"Id": m.id, "MessageBody": m.body}
+    if m.delay_seconds:  # not even 0 on a FIFO queue, which refuses the parameter
+        entry["DelaySeconds"] = m.delay_seconds
+    if m.group_id is not None:
+        entry["MessageGroupId"] = m.group_id
+    if m.dedup_id is not None:
+        entry["MessageDeduplicationId"] = m.dedup_id
+    return entry

@@ -18,7 +18,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from chalicelib.core.names import dlq_name, is_owned_queue, queue_name
+from chalicelib.core.names import dlq_name, is_owned_queue, queue_name, trigger_queue_names
 from chalicelib.core.resources.broker import MAX_CONCURRENCY_ANNOTATION, Broker
 from chalicelib.core.resources.delivery_spec import CRASH_RECEIVE_MARGIN, SQS_MAX_RECEIVE_COUNT
 from chalicelib.core.resources.kafka_source import KafkaAction
@@ -32,6 +32,25 @@ MAX_VISIBILITY_TIMEOUT = 43_200
 # The SQS maximum, on both queues: retries wait in the delivery queue (up to 12 h each), so the
 # 4-day default could drop a message mid-schedule, and dead letters wait there for a person.
 RETENTION_SECONDS = 14 * 24 * 3600
+# An ordered trigger's queues (docs/ordering.md): FIFO, deduplicated by the explicit
+# MessageDeduplicationId the senders set (never by content: two distinct events with equal bodies
+# must not collapse), in high-throughput mode (deduplication and the throughput quota per message
+# group, not per queue: 300 calls/s per group instead of per queue).
+FIFO_ATTRIBUTES = {
+    "FifoQueue": "true",
+    "ContentBasedDeduplication": "false",
+    "DeduplicationScope": "messageGroup",
+    "FifoThroughputLimit": "perMessageGroupId",
+}
+# Set at creation only: SQS refuses to change it (a queue's type is fixed; its name says it).
+_CREATE_ONLY = frozenset({"FifoQueue"})
+# An ordered trigger's mappings take one message per invocation. SQS counts every receive of a
+# message (ApproximateReceiveCount, our attempt number and the redrive policy's count) and, in a
+# batch, a message held back behind a failed one of its group is received again with it: with
+# batches, a head event that keeps failing would use up the retries of the events behind it, and
+# the queue's redrive could dead-letter them untried. Within a group deliveries are one at a time
+# anyway; other groups still run side by side, one invocation each.
+FIFO_BATCH_SIZE = 1
 
 TriggerKey = tuple[str, str, str]  # (namespace, broker, trigger)
 
@@ -232,10 +251,17 @@ def trigger_key(trigger: Trigger) -> TriggerKey:
     return (trigger.namespace, trigger.broker, trigger.name)
 
 
-def queue_attributes(config: ProvisioningConfig) -> dict[str, str]:
-    """The attributes every trigger queue and DLQ has (the redrive policy aside)."""
+def queue_attributes(config: ProvisioningConfig, *, fifo: bool = False) -> dict[str, str]:
+    """The attributes every trigger queue and DLQ has (the redrive policy aside); an ordered
+    trigger's add FIFO_ATTRIBUTES."""
     visibility = min(VISIBILITY_TIMEOUT_FACTOR * config.function_timeout_s, MAX_VISIBILITY_TIMEOUT)
-    return {"MessageRetentionPeriod": str(RETENTION_SECONDS), "VisibilityTimeout": str(visibility)}
+    attributes = {
+        "MessageRetentionPeriod": str(RETENTION_SECONDS),
+        "VisibilityTimeout": str(visibility),
+    }
+    if fifo:
+        attributes.update(FIFO_ATTRIBUTES)
+    return attributes
 
 
 def max_receive_count(retry: int | None) -> int:
@@ -256,17 +282,20 @@ def max_concurrency(trigger: Trigger, broker: Broker, default: int | None) -> in
 
 def _wanted(config: ProvisioningConfig, trigger: Trigger, broker: Broker) -> _Wanted:
     key = trigger_key(trigger)
-    queue, dlq = queue_name(config.prefix, *key), dlq_name(config.prefix, *key)
+    fifo = trigger.ordered
+    queue = queue_name(config.prefix, *key, fifo=fifo)
+    dlq = dlq_name(config.prefix, *key, fifo=fifo)
     delivery = effective_delivery(trigger, broker)
-    attributes = queue_attributes(config)
+    attributes = queue_attributes(config, fifo=fifo)
     redrive = Redrive(dlq, max_receive_count(delivery.retry))
     concurrency = max_concurrency(trigger, broker, config.max_concurrency)
     enabled = config.mappings_enabled
+    batch_size = FIFO_BATCH_SIZE if fifo else config.batch_size
     mappings = [
         CreateMapping(
             queue,
             config.delivery_function,
-            config.batch_size,
+            batch_size,
             enabled=enabled,
             maximum_concurrency=concurrency,
         )
@@ -276,7 +305,7 @@ def _wanted(config: ProvisioningConfig, trigger: Trigger, broker: Broker) -> _Wa
             CreateMapping(
                 dlq,
                 config.dead_letter_function,
-                config.batch_size,
+                batch_size,
                 enabled=enabled,
                 maximum_concurrency=concurrency,
             )
@@ -302,9 +331,7 @@ def plan(
     mappings = [m for m in observed.mappings if is_owned_queue(config.prefix, m.queue_name)]
     if only is not None:
         scope = set(only)
-        names = {
-            n for k in scope for n in (queue_name(config.prefix, *k), dlq_name(config.prefix, *k))
-        }
+        names = {n for k in scope for n in trigger_queue_names(config.prefix, *k)}
         triggers = [t for t in triggers if trigger_key(t) in scope]
         queues = {name: q for name, q in queues.items() if name in names}
         mappings = [m for m in mappings if m.queue_name in names]
@@ -358,7 +385,11 @@ def plan_removal(
 def _ensure_queue(want: CreateQueue, seen: ObservedQueue | None) -> list[Action]:
     if seen is None:
         return [want]
-    drifted = {k: v for k, v in want.attributes.items() if seen.attributes.get(k) != v}
+    drifted = {
+        k: v
+        for k, v in want.attributes.items()
+        if seen.attributes.get(k) != v and k not in _CREATE_ONLY
+    }
     redrive = want.redrive
     if redrive is not None and _redrive_matches(redrive, seen.attributes.get("RedrivePolicy")):
         redrive = None

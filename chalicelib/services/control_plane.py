@@ -259,7 +259,8 @@ class TriggerHooks(Hooks[Trigger]):
         return stored
 
     def removing(self, stored: Stored[Trigger]) -> dict[str, Any]:
-        dlq = self._cp.provisioner.dlq_of(reconcile.trigger_key(stored.resource))
+        trigger = stored.resource
+        dlq = self._cp.provisioner.dlq_of(reconcile.trigger_key(trigger), ordered=trigger.ordered)
         pending = self._queues.depth(dlq) if self._queues.get(dlq) else 0
         self._cp.remove_queues([stored.resource])
         return {"deadLettersDiscarded": pending}

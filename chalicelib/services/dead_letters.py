@@ -11,6 +11,7 @@ from typing import Any
 from chalicelib.core import names
 from chalicelib.core.cloudevents import codec
 from chalicelib.core.cloudevents.sqs_message import decode_message
+from chalicelib.core.delivery import ordering
 from chalicelib.core.errors import NotFoundError, Problem, ValidationError
 from chalicelib.ports import OutgoingMessage, Queues, ReceivedMessage
 from chalicelib.services.claims import Claims
@@ -38,13 +39,16 @@ class DeadLetters:
         self._redrive_seconds = redrive_seconds
 
     def _names(self, namespace: str, broker: str, trigger: str) -> tuple[str, str]:
-        queue = names.queue_name(self._prefix, namespace, broker, trigger)
-        dlq = names.dlq_name(self._prefix, namespace, broker, trigger)
-        if self._queues.get(dlq) is None:
-            raise NotFoundError(
-                f'trigger "{namespace}/{trigger}" has no dead-letter queue (is its broker ready?)'
-            )
-        return queue, dlq
+        """The trigger's queue and DLQ: standard ones, or FIFO ones for an ordered trigger
+        (whichever exist: the queues say which, without reading the trigger)."""
+        for fifo in (False, True):
+            queue = names.queue_name(self._prefix, namespace, broker, trigger, fifo=fifo)
+            dlq = names.dlq_name(self._prefix, namespace, broker, trigger, fifo=fifo)
+            if self._queues.get(dlq) is not None:
+                return queue, dlq
+        raise NotFoundError(
+            f'trigger "{namespace}/{trigger}" has no dead-letter queue (is its broker ready?)'
+        )
 
     def list(self, namespace: str, broker: str, trigger: str, limit: int) -> dict[str, Any]:
         if not 1 <= limit <= MAX_LIST:
@@ -78,9 +82,20 @@ class DeadLetters:
             if not batch:
                 break
             bodies = [self._without_errors(m.body) for m in batch]
+            fifo = names.is_fifo(queue)
             failed = set(
                 self._queues.send_batch(
-                    queue, [OutgoingMessage(str(i), b) for i, b in enumerate(bodies)]
+                    queue,
+                    [
+                        OutgoingMessage(
+                            str(i),
+                            b,
+                            # FIFO: back into its own group (the DLQ kept it), in the DLQ's order
+                            group_id=ordering.group_of(m.attributes) if fifo else None,
+                            dedup_id=ordering.moved_dedup_id(m.message_id) if fifo else None,
+                        )
+                        for i, (m, b) in enumerate(zip(batch, bodies, strict=True))
+                    ],
                 )
             )
             for i, m in enumerate(batch):

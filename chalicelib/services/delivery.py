@@ -26,7 +26,7 @@ from chalicelib.core.cloudevents import codec
 from chalicelib.core.cloudevents.event import CloudEvent
 from chalicelib.core.cloudevents.kafka_binding import encode_binary_record, encode_structured_record
 from chalicelib.core.cloudevents.sqs_message import QueuedEvent, decode_message
-from chalicelib.core.delivery import policy
+from chalicelib.core.delivery import ordering, policy
 from chalicelib.core.delivery.outcomes import Attempt, Outcome
 from chalicelib.core.delivery.pacing import Pacer
 from chalicelib.core.errors import UnavailableError, ValidationError
@@ -67,6 +67,10 @@ class RetryLaterError(Exception):
 
 class NoDeadLetterSinkError(RetryLaterError):
     """The dead-letter function got an event of a trigger without a sink: it stays in the DLQ."""
+
+
+class HeldBackError(RetryLaterError):
+    """A FIFO record not tried because an earlier one of its group stays in the queue."""
 
 
 @dataclass(frozen=True)
@@ -161,6 +165,21 @@ def log_keys(job: Job) -> dict[str, Any]:
     return keys
 
 
+def moved_message(record: Mapping[str, Any], body: str | None = None) -> OutgoingMessage:
+    """A received record (or ``body`` in its place) as sent on to another queue of its trigger:
+    on a FIFO queue, in the record's group, deduplicated by the record's id."""
+    queue = _queue_of(record)
+    text = record["body"] if body is None else body
+    if not names.is_fifo(queue):
+        return OutgoingMessage("0", text)
+    return OutgoingMessage(
+        "0",
+        text,
+        group_id=ordering.group_of(record.get("attributes") or {}),
+        dedup_id=ordering.moved_dedup_id(str(record.get("messageId", ""))),
+    )
+
+
 def _queue_of(record: Mapping[str, Any]) -> str:
     return _queue_name(str(record.get("eventSourceARN", "")))
 
@@ -224,6 +243,8 @@ class Delivery:
         requests; send them (one at a time or several at once, as the pacer says); act on the
         answers. Each pass keeps its own code hot, and only sending (and acting on an answer
         that needs AWS calls) ever runs on more than one thread."""
+        if records and names.is_fifo(_queue_of(records[0])):
+            return self._deliver_in_order(records, archived)
         outcomes: list[Exception | None] = [None] * len(records)
         jobs: list[Job] = []
         destinations: dict[tuple[str, str, str], Destination | None] = {}  # this batch's
@@ -258,6 +279,76 @@ class Delivery:
         elif other:
             outcomes[other[0].index] = self._safe_settle(other[0], archived)
         return outcomes
+
+    def _deliver_in_order(
+        self, records: list[Mapping[str, Any]], archived: list[bytes]
+    ) -> list[Exception | None]:
+        """A batch from a FIFO queue (docs/ordering.md): each message group's records one after
+        the other, in the batch's order, the groups side by side. A record that stays in the
+        queue (a retry waiting out its backoff, an unexpected failure) holds back the rest of its
+        group: they are handed back untried and reported failed, Lambda's rule for FIFO queues
+        with ReportBatchItemFailures, so no later event of the group is delivered before it."""
+        outcomes: list[Exception | None] = [None] * len(records)
+        chains: dict[str, list[int]] = {}
+        for i, record in enumerate(records):
+            group = ordering.group_of(record.get("attributes") or {})
+            chains.setdefault(group, []).append(i)
+        destinations: dict[tuple[str, str, str], Destination | None] = {}
+
+        def run(chain: list[int]) -> None:
+            for position, i in enumerate(chain):
+                outcomes[i] = self._deliver_one(i, records[i], destinations, archived)
+                if outcomes[i] is not None:
+                    for later in chain[position + 1 :]:
+                        outcomes[later] = self._hold_back(records[later])
+                    return
+
+        if len(chains) == 1:
+            run(next(iter(chains.values())))
+        else:
+            list(self._pool.map(run, chains.values()))
+        return outcomes
+
+    def _deliver_one(
+        self,
+        index: int,
+        record: Mapping[str, Any],
+        destinations: dict[tuple[str, str, str], Destination | None],
+        archived: list[bytes],
+    ) -> Exception | None:
+        """All the passes over one record; what its failure reports, or None."""
+        try:
+            job = self._prepare(index, record, destinations)
+        except Exception as exc:
+            return self._failure(record, exc)
+        if job is None:
+            return None
+        self._transmit(job)
+        if job.error is None:
+            try:
+                job.answer = self._judge(job)
+                if job.answer.outcome is Outcome.SUCCESS:
+                    self._record(job, Outcome.SUCCESS, archived)
+                    return None
+            except Exception as exc:
+                return self._failure(job.record, exc, job)
+        return self._safe_settle(job, archived)
+
+    def _hold_back(self, record: Mapping[str, Any]) -> Exception:
+        """Hand a held-back FIFO record back to the queue at once: its group stays blocked by the
+        earlier record in flight, and is free as soon as that one is received again (left
+        invisible, it would block the group for the whole visibility timeout)."""
+        try:
+            self._queues.change_visibility(_queue_of(record), record["receiptHandle"], 0)
+        except Exception as exc:
+            message_id = record.get("messageId")
+            log.warning(
+                "could not hand back %s; its group waits for its visibility timeout: %s",
+                message_id,
+                exc,
+                extra={"message_id": message_id},
+            )
+        return HeldBackError("an earlier event of its message group is not delivered yet")
 
     def _send_all(self, jobs: list[Job]) -> None:
         """Send every job's request, with as many in flight as the subscriber's answer time pays
@@ -506,9 +597,9 @@ class Delivery:
         message_id = record.get("messageId")
         keys = {"message_id": message_id, "queue": queue}
         log.error("unreadable message %s in %s: %s", message_id, queue, why, extra=keys)
-        if not queue.endswith(names.DLQ_SUFFIX):
-            dlq = queue + names.DLQ_SUFFIX
-            self._queues.send_batch(dlq, [OutgoingMessage("0", record["body"])])
+        if not names.is_dlq(queue):
+            dlq = names.dlq_of(queue)
+            self._queues.send_batch(dlq, [moved_message(record)])
 
     def _record(self, job: Job, outcome: Outcome, archived: list[bytes]) -> None:
         route, event, answer = job.destination.route, job.event, job.answer

@@ -10,7 +10,6 @@ from chalicelib import logs
 from chalicelib.core.cloudevents.event import CloudEvent
 from chalicelib.core.delivery.policy import dead_letter_extensions
 from chalicelib.core.errors import UnavailableError, ValidationError
-from chalicelib.ports import OutgoingMessage
 from chalicelib.services.delivery import (
     KEEP_SECONDS,
     DeliveryParts,
@@ -18,6 +17,7 @@ from chalicelib.services.delivery import (
     NoDeadLetterSinkError,
     RetryLaterError,
     log_keys,
+    moved_message,
 )
 from chalicelib.services.ingress import TTL_ATTRIBUTE, Ingress, TtlExceededError
 from chalicelib.services.routing import Route
@@ -78,7 +78,7 @@ class Subscribers:
             queued.headers,
         )
         dlq = job.destination.route.dlq
-        if self._parts.queues.send_batch(dlq, [OutgoingMessage("0", body)]):
+        if self._parts.queues.send_batch(dlq, [moved_message(job.record, body)]):
             raise UnavailableError(f"could not move the event to {dlq}")
         return None
 

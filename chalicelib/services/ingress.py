@@ -15,6 +15,7 @@ from chalicelib.core.cloudevents import codec
 from chalicelib.core.cloudevents.event import CloudEvent
 from chalicelib.core.cloudevents.json_format import dumps_utf8
 from chalicelib.core.cloudevents.sqs_message import ClaimCheck, passthrough_headers
+from chalicelib.core.delivery import ordering
 from chalicelib.core.errors import (
     BrokerError,
     NotFoundError,
@@ -161,7 +162,7 @@ class Ingress:
         now = self._clock()
         arrival = archive.rfc3339(now)
         prepared = [self._prepare(e, arrival) for e in events]
-        per_queue: dict[str, list[str]] = {}
+        per_queue: dict[str, list[tuple[str, str | None]]] = {}  # (body, FIFO group)
         records: list[bytes] = []
         claimed: dict[int, ClaimCheck] = {}
         for i, event in enumerate(prepared):
@@ -178,7 +179,12 @@ class Ingress:
                 body = self._claims.message_body(
                     config.namespace, config.name, route.name, event, headers, claimed
                 )
-                per_queue.setdefault(route.queue, []).append(body)
+                group = (
+                    ordering.message_group(event.get(ordering.PARTITION_KEY))
+                    if names.is_fifo(route.queue)
+                    else None
+                )
+                per_queue.setdefault(route.queue, []).append((body, group))
             dataref = None
             if size > INLINE_LIMIT:  # archived by reference, as it travels (DESIGN.md §12)
                 dataref = address(self._claims.claim(config.namespace, config.name, event, claimed))
@@ -225,14 +231,22 @@ class Ingress:
                 )
         return event.replace_attributes({TTL_ATTRIBUTE: ttl, ARRIVAL_ATTRIBUTE: arrival})
 
-    def _send_all(self, queue: str, bodies: list[str]) -> None:
-        for batch in _batches(bodies):
-            pending = {str(i): b for i, b in enumerate(batch)}
+    def _send_all(self, queue: str, items: list[tuple[str, str | None]]) -> None:
+        """Send in order, batch after batch (on a FIFO queue, the order of a group). A retried
+        entry keeps its deduplication id, so SQS FIFO keeps one copy if the first try landed."""
+        for batch in _batches(items):
+            pending = {
+                str(i): OutgoingMessage(
+                    str(i),
+                    body,
+                    group_id=group,
+                    dedup_id=None if group is None else ordering.body_dedup_id(body),
+                )
+                for i, (body, group) in enumerate(batch)
+            }
             for _ in range(SEND_ATTEMPTS):
                 try:
-                    failed = self._queues.send_batch(
-                        queue, [OutgoingMessage(i, b) for i, b in pending.items()]
-                    )
+                    failed = self._queues.send_batch(queue, list(pending.values()))
                 except UnavailableError:
                     failed = list(pending)
                 pending = {i: pending[i] for i in failed}
@@ -280,17 +294,17 @@ class Ingress:
         return error
 
 
-def _batches(bodies: list[str]) -> list[list[str]]:
+def _batches(items: list[tuple[str, str | None]]) -> list[list[tuple[str, str | None]]]:
     """≤ 10 entries and ≤ 256 KiB per SendMessageBatch call."""
-    batches: list[list[str]] = []
-    current: list[str] = []
+    batches: list[list[tuple[str, str | None]]] = []
+    current: list[tuple[str, str | None]] = []
     size = 0
-    for body in bodies:
-        n = len(body.encode())
+    for item in items:
+        n = len(item[0].encode())
         if current and (len(current) == 10 or size + n > SQS_MAX_BYTES):
             batches.append(current)
             current, size = [], 0
-        current.append(body)
+        current.append(item)
         size += n
     if current:
         batches.append(current)

@@ -52,7 +52,7 @@ class Provisioner:
         else:
             queues = []
             for key in keys:
-                for name in (names.queue_name(prefix, *key), names.dlq_name(prefix, *key)):
+                for name in names.trigger_queue_names(prefix, *key):
                     info = self._queues.get(name)
                     if info is not None:
                         queues.append(ObservedQueue(info.name, info.attributes))
@@ -77,11 +77,12 @@ class Provisioner:
     def kafka_mappings(self, function_name: str) -> list[ks.KafkaMappingInfo]:
         return self._mappings.list_kafka(function_name)
 
-    def queue_names(self, key: TriggerKey) -> tuple[str, str]:
+    def queue_names(self, key: TriggerKey) -> tuple[str, ...]:
+        """Every name the trigger's queues may have (standard and FIFO)."""
         return _queue_names(self.config.prefix, key)
 
-    def dlq_of(self, key: TriggerKey) -> str:
-        return names.dlq_name(self.config.prefix, *key)
+    def dlq_of(self, key: TriggerKey, *, ordered: bool = False) -> str:
+        return names.dlq_name(self.config.prefix, *key, fifo=ordered)
 
     # ---- execute -------------------------------------------------------------------------------
 
@@ -138,5 +139,5 @@ class Provisioner:
         return info.arn
 
 
-def _queue_names(prefix: str, key: TriggerKey) -> tuple[str, str]:
-    return names.queue_name(prefix, *key), names.dlq_name(prefix, *key)
+def _queue_names(prefix: str, key: TriggerKey) -> tuple[str, ...]:
+    return names.trigger_queue_names(prefix, *key)

@@ -98,8 +98,12 @@ def load_broker_config(
                 namespace=namespace,
                 broker=name,
                 name=trigger.name,
-                queue=names.queue_name(queue_prefix, namespace, name, trigger.name),
-                dlq=names.dlq_name(queue_prefix, namespace, name, trigger.name),
+                queue=names.queue_name(
+                    queue_prefix, namespace, name, trigger.name, fifo=trigger.ordered
+                ),
+                dlq=names.dlq_name(
+                    queue_prefix, namespace, name, trigger.name, fifo=trigger.ordered
+                ),
                 subscriber_uri=trigger.subscriber_uri,
                 delivery=effective_delivery(trigger, broker),
                 filter=_compiled_filter(trigger),

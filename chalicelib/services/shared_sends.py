@@ -17,7 +17,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from chalicelib.ports import OutgoingMessage, QueueSender
 from chalicelib.services.claims import SQS_MAX_BYTES
@@ -142,7 +142,7 @@ class SharedSends:
             for m in send.messages:
                 entry_id = f"{k}-{m.id}"
                 owner[entry_id] = (send, m.id)
-                entries.append(OutgoingMessage(entry_id, m.body, m.delay_seconds))
+                entries.append(replace(m, id=entry_id))
         try:
             failed = self._queues.send_batch(name, entries)
         except BaseException as exc:  # handed to every caller, raised in its own thread

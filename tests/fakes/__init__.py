@@ -96,11 +96,21 @@ class _Message:
     receive_count: int = 0
     receipt: str = ""
     sent_at: float = field(default_factory=time.time)
+    group_id: str | None = None  # FIFO queues only
+    dedup_id: str | None = None
+
+
+# SQS FIFO forgets a MessageDeduplicationId after five minutes.
+DEDUP_SECONDS = 300
 
 
 class MemoryQueues:
     """SQS semantics that matter here: visibility, receive counts, redrive to a DLQ after
-    maxReceiveCount, batches of at most 10."""
+    maxReceiveCount, batches of at most 10; and on FIFO queues (``FifoQueue=true``, a name
+    ending in ``.fifo``): a group and a deduplication id on every send, no per-message delay,
+    deduplication for five minutes (per group with ``DeduplicationScope=messageGroup``), and
+    receives that return a group's messages in order and none of a group with a message in
+    flight."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._queues: dict[str, dict[str, Any]] = {}
@@ -119,6 +129,8 @@ class MemoryQueues:
     def create(self, name: str, attributes: Mapping[str, str]) -> QueueInfo:
         with self._lock:
             q = self._queues.get(name)
+            if (attributes.get("FifoQueue") == "true") != name.endswith(".fifo"):
+                raise ValueError("a FIFO queue's name, and only its name, ends in .fifo")
             if q is None:
                 arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"
                 attrs = {"VisibilityTimeout": "30", "QueueArn": arn, **attributes}
@@ -159,17 +171,43 @@ class MemoryQueues:
         with self._lock:
             self.send_calls += 1
             q = self._q(name)
+            fifo = q["attributes"].get("FifoQueue") == "true"
+            for m in messages:  # SQS refuses the whole call for one bad entry
+                if fifo and (m.group_id is None or m.dedup_id is None or m.delay_seconds):
+                    raise ValueError("a FIFO send needs a group and a dedup id, and no delay")
+                if not fifo and m.group_id is not None:
+                    raise ValueError("MessageGroupId is for FIFO queues")
             failed: list[str] = []
             for m in messages:
                 if self.fail_next_sends > 0:
                     self.fail_next_sends -= 1
                     failed.append(m.id)
                     continue
+                if fifo and self._duplicate(q, m):
+                    continue  # accepted, and dropped: what SQS does within the window
                 q["messages"].append(
-                    _Message(str(uuid.uuid4()), m.body, self._clock() + m.delay_seconds)
+                    _Message(
+                        str(uuid.uuid4()),
+                        m.body,
+                        self._clock() + m.delay_seconds,
+                        group_id=m.group_id,
+                        dedup_id=m.dedup_id,
+                    )
                 )
             self._lock.notify_all()
             return failed
+
+    def _duplicate(self, q: dict[str, Any], m: OutgoingMessage) -> bool:
+        now = self._clock()
+        seen: dict[tuple[str | None, str | None], float] = q.setdefault("dedup", {})
+        per_group = q["attributes"].get("DeduplicationScope") == "messageGroup"
+        key = (m.group_id if per_group else None, m.dedup_id)
+        for k in [k for k, at in seen.items() if at <= now - DEDUP_SECONDS]:
+            del seen[k]
+        if key in seen:
+            return True
+        seen[key] = now
+        return False
 
     def receive(
         self, name: str, max_messages: int, wait_seconds: int, visibility_timeout: int | None
@@ -193,10 +231,16 @@ class MemoryQueues:
             else int(q["attributes"]["VisibilityTimeout"])
         )
         out: list[ReceivedMessage] = []
+        fifo = q["attributes"].get("FifoQueue") == "true"
+        # A group with a message in flight gives nothing until that message is deleted or
+        # visible again; one receive may take several messages of a free group, in order.
+        busy = {
+            m.group_id for m in q["messages"] if fifo and m.receive_count and m.visible_at > now
+        }
         for m in list(q["messages"]):
             if len(out) >= max_messages:
                 break
-            if m.visible_at > now:
+            if m.visible_at > now or m.group_id in busy:
                 continue
             redrive = q["attributes"].get("RedrivePolicy")
             if redrive:
@@ -215,14 +259,11 @@ class MemoryQueues:
             m.receipt = f"{m.message_id}#{m.receive_count}"
             self._receipts[m.receipt] = m
             m.visible_at = now + timeout
-            out.append(
-                ReceivedMessage(
-                    m.message_id,
-                    m.receipt,
-                    m.body,
-                    {"ApproximateReceiveCount": str(m.receive_count)},
-                )
-            )
+            attributes = {"ApproximateReceiveCount": str(m.receive_count)}
+            if fifo:
+                attributes["MessageGroupId"] = str(m.group_id)
+                attributes["MessageDeduplicationId"] = str(m.dedup_id)
+            out.append(ReceivedMessage(m.message_id, m.receipt, m.body, attributes))
         return out
 
     def _find(self, name: str, receipt_handle: str) -> _Message | None:

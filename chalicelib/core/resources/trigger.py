@@ -22,6 +22,18 @@ from chalicelib.core.resources.kind import ResourceKind
 API_VERSION = "eventing.knative.dev/v1"
 KIND = "Trigger"
 DEFAULT_TRIGGER_BROKER = "default"
+# "ordered": the trigger's queue and DLQ are SQS FIFO, one message group per partitionkey
+# (docs/ordering.md). A queue cannot change type, so neither can this annotation.
+DELIVERY_ORDER_ANNOTATION = "serverless-broker/delivery-order"
+DELIVERY_ORDERS = ("unordered", "ordered")
+
+
+class DeliveryOrderChangeError(ValidationError):
+    """A PUT that would switch a trigger between ordered and unordered delivery: refused as a
+    400 (the issue's word), not the 422 of Knative's immutable fields, because it is our own
+    annotation and the reason is SQS's (a queue cannot change between standard and FIFO)."""
+
+    title = "Delivery order cannot change"
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +50,10 @@ class Trigger:
     filter_attributes: Mapping[str, str] = field(default_factory=dict)
     filters: tuple[Any, ...] = ()  # the raw spec.filters elements, validated by core.filters
     delivery: DeliverySpec | None = None  # None: the broker's delivery applies
+
+    @property
+    def ordered(self) -> bool:
+        return self.annotations.get(DELIVERY_ORDER_ANNOTATION) == "ordered"
 
 
 def effective_delivery(trigger: Trigger, broker: Broker | None) -> DeliverySpec:
@@ -62,6 +78,12 @@ def _parse_trigger(
     labels = _string_map(metadata.get("labels"), "metadata.labels", problems)
     annotations = _string_map(metadata.get("annotations"), "metadata.annotations", problems)
     max_concurrency_problems(annotations, problems)
+    meta.choice(
+        annotations.get(DELIVERY_ORDER_ANNOTATION),
+        DELIVERY_ORDERS,
+        f"metadata.annotations[{DELIVERY_ORDER_ANNOTATION}]",
+        problems,
+    )
     _unknown_fields(
         spec, ("broker", "filter", "filters", "subscriber", "delivery"), "spec", problems
     )
@@ -124,7 +146,20 @@ def _trigger_filters(
 
 
 def check_immutable_trigger(old: Trigger, new: Trigger) -> None:
-    """Knative: ``spec.broker`` cannot change (delete and re-create the trigger)."""
+    """Knative: ``spec.broker`` cannot change (delete and re-create the trigger). Ours: neither
+    can the delivery order (its queues are standard or FIFO for life)."""
+    if old.ordered != new.ordered:
+        before, after = ("ordered", "unordered") if old.ordered else ("unordered", "ordered")
+        raise DeliveryOrderChangeError(
+            [
+                Problem(
+                    f"metadata.annotations[{DELIVERY_ORDER_ANNOTATION}]",
+                    f"the trigger's delivery is {before} and this update makes it {after}: its "
+                    "queues are SQS FIFO queues only when ordered, and SQS cannot change a "
+                    "queue's type; delete and re-create the trigger to change it",
+                )
+            ]
+        )
     if old.broker != new.broker:
         raise ImmutableFieldError(
             [meta.immutable_problem("spec.broker", old.broker, new.broker, "trigger")]
