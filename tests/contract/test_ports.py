@@ -336,3 +336,67 @@ def test_listing_many_queues_reads_their_attributes_concurrently(aws_clients: An
     assert [q.name for q in listed] == sorted(made)
     assert all(q.arn.endswith(q.name) and q.attributes["VisibilityTimeout"] == "60" for q in listed)
     assert in_flight[1] > 1
+
+
+# ---- Queues: FIFO (ordered triggers, docs/ordering.md) ----------------------------------------
+
+FIFO = {
+    "FifoQueue": "true",
+    "ContentBasedDeduplication": "false",
+    "DeduplicationScope": "messageGroup",
+    "FifoThroughputLimit": "perMessageGroupId",
+    "VisibilityTimeout": "30",
+}
+
+
+def _fifo_send(queues: Any, name: str, items: list[tuple[str, str]]) -> None:
+    """(group, body) pairs, each deduplicated by its body."""
+    messages = [
+        OutgoingMessage(str(i), body, group_id=group, dedup_id=body)
+        for i, (group, body) in enumerate(items)
+    ]
+    assert queues.send_batch(name, messages) == []
+
+
+def test_fifo_queue_keeps_group_order_and_blocks_a_group_in_flight(queues: Any) -> None:
+    name = _unique("sb-ct") + ".fifo"
+    info = queues.create(name, FIFO)
+    assert info.attributes["FifoQueue"] == "true"
+    assert info.attributes["DeduplicationScope"] == "messageGroup"
+    _fifo_send(queues, name, [("a", "a1"), ("b", "b1"), ("a", "a2"), ("b", "b2")])
+    first = queues.receive(name, 1, 0, None)
+    assert [m.body for m in first] == ["a1"]
+    assert first[0].attributes["MessageGroupId"] == "a"
+    # a1 in flight: group a gives nothing, group b flows, in its order
+    rest = queues.receive(name, 10, 0, None)
+    assert [m.body for m in rest] == ["b1", "b2"]
+    assert queues.receive(name, 10, 0, None) == []
+    for m in rest:
+        queues.delete_message(name, m.receipt_handle)
+    # a visibility timeout on the head (a backoff) keeps its group blocked...
+    queues.change_visibility(name, first[0].receipt_handle, 30)
+    assert queues.receive(name, 10, 0, None) == []
+    # ...until the head is visible again: then it comes first, before a2
+    queues.change_visibility(name, first[0].receipt_handle, 0)
+    again = queues.receive(name, 10, 0, None)
+    assert [m.body for m in again] == ["a1", "a2"]
+    assert again[0].attributes["ApproximateReceiveCount"] == "2"
+    assert again[1].attributes["ApproximateReceiveCount"] == "1"
+
+
+def test_fifo_queue_deduplicates_by_id_not_by_body(queues: Any) -> None:
+    name = _unique("sb-ct") + ".fifo"
+    queues.create(name, FIFO)
+    send = [
+        OutgoingMessage("0", "same body", group_id="g", dedup_id="id-1"),
+        OutgoingMessage("1", "same body", group_id="g", dedup_id="id-2"),
+        OutgoingMessage("2", "retried", group_id="g", dedup_id="id-3"),
+    ]
+    assert queues.send_batch(name, send) == []
+    # a retried send of the same message (same dedup id) is accepted and kept once
+    assert (
+        queues.send_batch(name, [OutgoingMessage("0", "retried", group_id="g", dedup_id="id-3")])
+        == []
+    )
+    got = queues.receive(name, 10, 0, None)
+    assert [m.body for m in got] == ["same body", "same body", "retried"]
