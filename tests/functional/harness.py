@@ -133,10 +133,10 @@ class Harness:
         answer["received"] = len(event["Records"])
         return answer
 
-    def sqs_event(self, queue: str) -> dict[str, Any]:
+    def sqs_event(self, queue: str, batch_size: int = 10) -> dict[str, Any]:
         """The event Lambda's SQS poller invokes a function with: one batch received from
         ``queue`` (the messages stay in flight until deleted)."""
-        received = self.queues.receive(queue, 10, 0, None)
+        received = self.queues.receive(queue, batch_size, 0, None)
         arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{queue}"
         return {
             "Records": [
