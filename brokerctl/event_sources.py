@@ -56,6 +56,11 @@ def sqs_record(message: Mapping[str, Any], queue_arn: str, region: str) -> dict[
 # message arrives, so the wait costs no latency, and 500 idle triggers (1,000 queues with their
 # DLQs) cost 50 calls a second to the endpoint instead of 1,000.
 LONG_POLL_SECONDS = 20
+# A FIFO queue (an ordered trigger) is polled with 1 s waits: moto takes the set of message groups
+# in flight once, when a receive starts, so a long poll would not see a group freed by a delete
+# during it and could hold a free group's messages back for 20 s (SQS answers as soon as one is
+# free). Its empty polls still put an idle queue to sleep, as below.
+FIFO_POLL_SECONDS = 1
 
 
 # Each poller holds a connection for up to 20 s: the pollers share a client of their own, whose
@@ -117,6 +122,7 @@ class _Poller(threading.Thread):
         queue_name = self.queue_name
         url: str | None = None
         empty_polls = 0
+        wait = FIFO_POLL_SECONDS if queue_name.endswith(".fifo") else LONG_POLL_SECONDS
         while not self._halt.is_set():
             # A slot before receiving: messages are never held while waiting for a thread.
             while not self._slots.acquire(timeout=0.5):
@@ -130,7 +136,7 @@ class _Poller(threading.Thread):
                 out = sqs.receive_message(
                     QueueUrl=url,
                     MaxNumberOfMessages=min(10, self.mapping.batch_size),
-                    WaitTimeSeconds=LONG_POLL_SECONDS,
+                    WaitTimeSeconds=wait,
                     MessageSystemAttributeNames=["All"],
                     MessageAttributeNames=["All"],
                 )
