@@ -17,6 +17,7 @@ from brokerctl.commands_common import (
     wait_options,
     wait_ready,
 )
+from chalicelib.core.resources.trigger import DELIVERY_ORDER_ANNOTATION
 
 
 def filter_change(text: str) -> tuple[str, str | None]:
@@ -43,6 +44,12 @@ def add_trigger_parser(sub: Any) -> None:
         help="exact match on a CloudEvent attribute, repeatable (AND); KEY= means present",
     )
     create.add_argument("--sink", required=True, metavar="URI", help="subscriber URI")
+    create.add_argument(
+        "--ordered",
+        action="store_true",
+        help="deliver in arrival order per partitionkey, one at a time (SQS FIFO queues; "
+        "fixed for the trigger's life; docs/ordering.md)",
+    )
     delivery_options(create)
     wait_options(create, "trigger")
     create.set_defaults(func=command(_create))
@@ -88,10 +95,13 @@ def trigger_body(args: argparse.Namespace) -> dict[str, Any]:
     delivery = apply_delivery(args, None)
     if delivery:
         spec["delivery"] = delivery
+    metadata: dict[str, Any] = {"name": args.name}
+    if getattr(args, "ordered", False):
+        metadata["annotations"] = {DELIVERY_ORDER_ANNOTATION: "ordered"}
     return {
         "apiVersion": "eventing.knative.dev/v1",
         "kind": "Trigger",
-        "metadata": {"name": args.name},
+        "metadata": metadata,
         "spec": spec,
     }
 

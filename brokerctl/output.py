@@ -231,6 +231,9 @@ def describe_trigger(doc: Mapping[str, Any]) -> None:
     spec = doc.get("spec") or {}
     status = doc.get("status") or {}
     _field("Broker", spec.get("broker"))
+    annotations = (doc.get("metadata") or {}).get("annotations") or {}
+    if annotations.get("serverless-broker/delivery-order") == "ordered":
+        _field("Order", "ordered (per partitionkey, one at a time)")
     _filters(spec)
     say("Sink:")
     _field("URI", (spec.get("subscriber") or {}).get("uri"), indent=2)

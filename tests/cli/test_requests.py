@@ -368,3 +368,26 @@ def test_options_before_or_after_the_command(api: RecordingApi, cli: Runner, mon
         f"{CP}/after/brokers",
         f"{CP}/fromenv/brokers",
     ]
+
+
+def test_trigger_create_ordered_sets_the_annotation(api: RecordingApi, cli: Runner):
+    r = cli("trigger", "create", "ledger", "--sink", "http://sub/", "--ordered")
+    assert r.code == 0, r.err
+    assert api.seen[0].json()["metadata"] == {
+        "name": "ledger",
+        "annotations": {"serverless-broker/delivery-order": "ordered"},
+    }
+
+
+def test_describe_shows_an_ordered_trigger(api: RecordingApi, cli: Runner):
+    doc = {
+        "metadata": {"name": "ledger", "namespace": "default",
+                     "annotations": {"serverless-broker/delivery-order": "ordered"}},
+        "spec": {"broker": "default", "subscriber": {"uri": "http://sub/"}},
+        "status": {"conditions": []},
+    }  # fmt: skip
+    api.answer("GET", f"{CP}/default/triggers/ledger", doc=doc)
+    out = cli("trigger", "describe", "ledger").out
+    assert "Order:" in out and "ordered (per partitionkey" in out
+    api.answer("GET", f"{CP}/default/triggers/ledger", doc={**doc, "metadata": {"name": "ledger"}})
+    assert "Order:" not in cli("trigger", "describe", "ledger").out
