@@ -8,6 +8,7 @@ Deny statements may use wildcards (they only take permissions away) but must be 
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,6 +71,17 @@ ALLOWLIST: dict[str, Allowed] = {
             "sqs:ReceiveMessage",
         },
         "the dead-letter function reads only the per-trigger DLQs (prefix + -dlq suffix)",
+    ),
+    f"{SQS}:sb-{STAGE}-*-dlq.fifo": _allow(
+        {
+            "sqs:ChangeMessageVisibility",
+            "sqs:DeleteMessage",
+            "sqs:GetQueueAttributes",
+            "sqs:GetQueueUrl",
+            "sqs:ReceiveMessage",
+        },
+        "the DLQs of ordered triggers are FIFO queues, whose names must end in .fifo "
+        "(docs/ordering.md)",
     ),
     f"{SQS}:*": _allow(
         "sqs:ListQueues",
@@ -308,3 +320,22 @@ def test_trust_policies_name_one_service(template: dict[str, Any], resolver: Res
             assert st["Action"] == "sts:AssumeRole"
             assert set(st["Principal"]) == {"Service"}
             assert str(st["Principal"]["Service"]).endswith(".amazonaws.com")
+
+
+@pytest.mark.parametrize(
+    ("fn", "sid", "queue"),
+    [
+        ("delivery", "TriggerQueues", "sb-{stage}-orders-0123456789abcdef.fifo"),
+        ("delivery", "TriggerQueues", "sb-{stage}-orders-0123456789abcdef-dlq.fifo"),
+        ("dead_letter", "DeadLetterQueues", "sb-{stage}-orders-0123456789abcdef-dlq.fifo"),
+        ("dead_letter", "DeadLetterQueues", "sb-{stage}-orders-0123456789abcdef-dlq"),
+    ],
+)
+def test_functions_reach_the_fifo_queues_of_ordered_triggers(
+    policy_files: dict[str, dict[str, Any]], resolver: Resolver, fn: str, sid: str, queue: str
+) -> None:
+    by_sid = {st["Sid"]: st for st in resolver.resolve(policy_files[fn])["Statement"]}
+    resources = by_sid[sid]["Resource"]
+    resources = resources if isinstance(resources, list) else [resources]
+    arn = f"{SQS}:{queue.format(stage=STAGE)}"
+    assert any(fnmatch.fnmatchcase(arn, r) for r in resources), (arn, resources)
