@@ -56,11 +56,13 @@ def sqs_record(message: Mapping[str, Any], queue_arn: str, region: str) -> dict[
 # message arrives, so the wait costs no latency, and 500 idle triggers (1,000 queues with their
 # DLQs) cost 50 calls a second to the endpoint instead of 1,000.
 LONG_POLL_SECONDS = 20
-# A FIFO queue (an ordered trigger) is polled with 1 s waits: moto takes the set of message groups
-# in flight once, when a receive starts, so a long poll would not see a group freed by a delete
-# during it and could hold a free group's messages back for 20 s (SQS answers as soon as one is
-# free). Its empty polls still put an idle queue to sleep, as below.
-FIFO_POLL_SECONDS = 1
+# A FIFO queue (an ordered trigger) is not long-polled: moto takes the set of message groups in
+# flight once, when a receive starts, so a long poll would not see a group freed by a delete during
+# it and could hold that group's next message back for the whole wait (SQS answers as soon as a
+# group is free). Instead an empty receive is followed by a pause of FIFO_PAUSE_SECONDS, cut short
+# when one of the queue's batches ends (its deletes free groups) or a send wakes the poller; two
+# empty polls with nothing pending still put an idle queue to sleep, as below.
+FIFO_PAUSE_SECONDS = 0.2
 
 
 # Each poller holds a connection for up to 20 s: the pollers share a client of their own, whose
@@ -122,7 +124,8 @@ class _Poller(threading.Thread):
         queue_name = self.queue_name
         url: str | None = None
         empty_polls = 0
-        wait = FIFO_POLL_SECONDS if queue_name.endswith(".fifo") else LONG_POLL_SECONDS
+        fifo = queue_name.endswith(".fifo")
+        wait = 0 if fifo else LONG_POLL_SECONDS
         while not self._halt.is_set():
             # A slot before receiving: messages are never held while waiting for a thread.
             while not self._slots.acquire(timeout=0.5):
@@ -158,6 +161,8 @@ class _Poller(threading.Thread):
                     self.sleeping.set()
                     self._wake.wait(IDLE_POLL_SECONDS)
                     self.sleeping.clear()
+                elif fifo:
+                    self._wake.wait(FIFO_PAUSE_SECONDS)
                 continue
             empty_polls = 0
             if self._halt.is_set():  # stopping: hand them back, unprocessed
@@ -192,6 +197,8 @@ class _Poller(threading.Thread):
             self._invoke(sqs, url, messages)
         finally:
             self._slots.release()
+            if self.queue_name.endswith(".fifo"):
+                self._wake.set()  # its deletes may have freed groups: a pausing poller polls now
 
     def _release(self, sqs: Any, url: str, messages: list[dict[str, Any]]) -> None:
         entries = [
