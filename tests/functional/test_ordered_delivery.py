@@ -9,7 +9,7 @@ import itertools
 import json
 import random
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -23,7 +23,7 @@ from chalicelib.container import use_container
 from chalicelib.core import names
 from chalicelib.core.delivery import ordering
 from chalicelib.core.resources.trigger import DELIVERY_ORDER_ANNOTATION
-from chalicelib.ports import HttpResponse
+from chalicelib.ports import HttpResponse, OutgoingMessage
 from tests.fakes import MemoryQueues, SentRequest
 from tests.functional.harness import CP, Harness
 
@@ -137,12 +137,29 @@ def test_ingress_groups_by_partitionkey_else_one_group() -> None:
     assert len({m.dedup_id for m in stored}) == 3
 
 
+class LostAcks:
+    """A QueueSender whose first answer is lost: SQS stored the entries, the ingress was told
+    they failed, and sends them again."""
+
+    def __init__(self, queues: MemoryQueues) -> None:
+        self.queues = queues
+        self.calls = 0
+
+    def send_batch(self, name: str, messages: Sequence[OutgoingMessage]) -> list[str]:
+        self.calls += 1
+        failed = self.queues.send_batch(name, messages)
+        return [m.id for m in messages] if self.calls == 1 else failed
+
+
 def test_a_retried_send_is_kept_once_but_a_new_event_is_not_collapsed() -> None:
     h = ordered_harness(FailingIds())
-    h.queues.fail_next_sends = 0
-    send(h, "1", "k")
-    send(h, "2", "k")  # same data, another id: another event
-    assert len(h.queues._q(fifo_queue(h))["messages"]) == 2
+    lossy = LostAcks(h.queues)
+    h.container.queues = lossy  # type: ignore[misc,assignment]  # the ingress's sender
+    send(h, "1", "k")  # stored, "failed", sent again with the same dedup id
+    assert lossy.calls == 2
+    send(h, "2", "k")  # same data and key, another id: another event
+    stored = h.queues._q(fifo_queue(h))["messages"]
+    assert [json.loads(m.body)["event"]["id"] for m in stored] == ["1", "2"]
 
 
 # ---- the blocking rule --------------------------------------------------------------------------
