@@ -136,3 +136,18 @@ def test_a_bad_window_is_refused_naming_the_field(h: Harness, value: str) -> Non
 def test_the_window_is_accepted_up_to_a_day(h: Harness) -> None:
     doc = h.broker(name="day", annotations={WINDOW: "PT24H"})
     assert doc["metadata"]["annotations"][WINDOW] == "PT24H"
+
+
+def test_a_kafka_record_read_twice_is_stored_once() -> None:
+    """Kafka records enter through the same ingest path (at-least-once consumers re-read)."""
+    from chalicelib.ports import HttpResponse
+    from tests.functional import test_kafka_ingress as kafka
+
+    h = Harness(HttpResponse(202, {}, b""))
+    h.broker(annotations={WINDOW: "PT5M"})
+    h.trigger("all")
+    kafka.msk(h)
+    for _ in range(2):
+        assert h.container.kafka_ingress.handle(kafka.fixture("msk_event.json"))["ingested"] == 2
+    assert sorted(e for _, e in _stored(h)) == ["bin-1", "json-1"]
+    assert _metric(h, "duplicate_count") == "2"
