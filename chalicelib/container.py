@@ -197,7 +197,11 @@ class Container:
         # it the ingress sample alone is used.
         location = self.settings.metrics_location
         fetch = metrics_fetcher(location, self.blobs) if location else lambda: None
-        return Registry(self.store, self.settings, MetricsEventTypes(fetch))
+        return Registry(
+            self.store,
+            self.settings,
+            MetricsEventTypes(fetch, ttl_s=self.settings.metrics_refresh_seconds),
+        )
 
     # ---- Kafka (DESIGN.md §10) ------------------------------------------------------------------
 
