@@ -309,8 +309,9 @@ def _retained_table(ddb: Any, name: str, declared: dict[str, Any], say: stack.Sa
     ):
         say(
             f"warning: table {name} has no TTL on {want_ttl} (expired records are not removed); "
-            f"the stack does not change an adopted table: aws dynamodb update-time-to-live "
-            f"--table-name {name} --time-to-live-specification Enabled=true,AttributeName={want_ttl}"
+            "the stack does not change an adopted table: aws dynamodb update-time-to-live "
+            f"--table-name {name} "
+            f"--time-to-live-specification Enabled=true,AttributeName={want_ttl}"
         )
     return True
 

@@ -64,7 +64,9 @@ def test_given_names_replace_every_reference_to_the_retained_resources(
     ]
     stream = r.properties("ArchiveStream")["ExtendedS3DestinationConfiguration"]
     assert stream["BucketARN"] == "arn:aws:s3:::kept-archive"
-    assert r.properties("MetricsJob")["DefaultArguments"]["--archive"] == "s3://kept-archive/archive/"
+    assert (
+        r.properties("MetricsJob")["DefaultArguments"]["--archive"] == "s3://kept-archive/archive/"
+    )
 
 
 def test_without_given_names_the_stack_creates_them_as_before(template: dict[str, Any]) -> None:
@@ -95,7 +97,8 @@ def _table(session: Any, name: str, keys: tuple[str, ...] = ("pk", "sk"), ttl: b
         BillingMode="PAY_PER_REQUEST",
         AttributeDefinitions=[{"AttributeName": k, "AttributeType": "S"} for k in keys],
         KeySchema=[
-            {"AttributeName": k, "KeyType": kind} for k, kind in zip(keys, ("HASH", "RANGE"))
+            {"AttributeName": k, "KeyType": kind}
+            for k, kind in zip(keys, ("HASH", "RANGE"), strict=False)
         ],
     )
     if ttl:
@@ -105,7 +108,9 @@ def _table(session: Any, name: str, keys: tuple[str, ...] = ("pk", "sk"), ttl: b
         )
 
 
-def _retained(session: Any, template: dict[str, Any], stage: str, **params: str) -> tuple:  # type: ignore[type-arg]
+def _retained(
+    session: Any, template: dict[str, Any], stage: str, **params: str
+) -> tuple[dict[str, str], list[str]]:
     lines: list[str] = []
     found = deploy.retained(session, template, stage, params, ACCOUNT, say=lines.append)
     return found, lines
