@@ -5,7 +5,8 @@
     python -m infra.deploy --stage prod --package-only [--out build/package-prod]
     python -m infra.deploy --stage local      # into LocalStack (LOCALSTACK_HOST / AWS_ENDPOINT_URL)
 
-Deploy: the shared stack (infra/template.yaml) is created or updated and followed to completion;
+Deploy: the shared stack (infra/template.yaml) is created or updated and followed to completion
+(created again after a destroy, it adopts the table and buckets the destroy kept: ``retained``);
 its outputs become the stage's environment (build/chalice-<stage>/, see infra/chalice_project.py);
 `chalice deploy` runs there; the metrics job's script and spark_glue.zip are uploaded to the
 script location; the ingress base URL is printed. Chalice's record of what it deployed is kept in
@@ -109,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.stage == LOCAL_STAGE and isinstance(exc, subprocess.CalledProcessError):
             print(
                 "note: LocalStack runs Lambda functions in Docker; one started without it (host "
-                "mode) creates the shared stack but no function (State: Failed)",
+                "mode) creates the shared stack but no function (State: Failed), and so no REST "
+                "API (docs/deploy.md: what host mode verifies)",
                 file=sys.stderr,
             )
         return 1
