@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from infra import api_protection, chalice_project, gateway_responses, stack
-from infra.cfn import TEMPLATE_PATH, Resolver, load_template
+from infra.cfn import TEMPLATE_PATH, Resolver, UnresolvableError, load_template
 
 REPO = chalice_project.REPO
 APP_NAME = "serverless-broker"
@@ -265,13 +265,16 @@ def retained(
     described = stack.describe(session.client("cloudformation"), stack_name(stage))
     if described is not None and described["StackStatus"] not in _TO_BE_CREATED:
         return {}
-    r = Resolver(
-        template,
-        {"Stage": stage, **parameters},
-        account_id=account,
-        region=session.region_name,
-        stack_name=stack_name(stage),
-    )
+    try:
+        r = Resolver(
+            template,
+            {"Stage": stage, **parameters},
+            account_id=account,
+            region=session.region_name,
+            stack_name=stack_name(stage),
+        )
+    except UnresolvableError as exc:  # e.g. a --parameter the template does not declare
+        raise stack.StackError(f"the stack's parameters: {exc}") from exc
     adopted: dict[str, str] = {}
     for logical_id, parameter, kind in RETAINED:
         if parameter in parameters:

@@ -183,3 +183,10 @@ def test_a_kept_table_without_ttl_is_adopted_with_a_warning(
     assert found == {"ExistingTableName": "serverless-broker-prod"}
     assert lines[0].startswith("warning: table serverless-broker-prod has no TTL on expires_at")
     assert "update-time-to-live" in lines[0]
+
+
+def test_an_unknown_parameter_is_one_line_not_a_traceback(
+    session: Any, template: dict[str, Any]
+) -> None:
+    with pytest.raises(stack.StackError, match=r"unknown parameters: \['TableNmae'\]"):
+        _retained(session, template, "prod", TableNmae="x")
