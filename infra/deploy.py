@@ -292,7 +292,7 @@ def retained(
 
 def _retained_table(ddb: Any, name: str, declared: dict[str, Any], say: stack.Say) -> bool:
     """Whether the table exists (and is one the broker can use: same keys; else StackError).
-    TTL and point-in-time recovery that differ from the template are reported, not changed."""
+    A TTL other than the template's is reported, not changed."""
     try:
         table = ddb.describe_table(TableName=name)["Table"]
     except ddb.exceptions.ResourceNotFoundException:
