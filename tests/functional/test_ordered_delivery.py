@@ -434,3 +434,20 @@ def test_a_blocked_key_does_not_stop_the_others() -> None:
             clock.now += 1.0
     k0 = [i for i in sender.ids() if i.startswith("k0-")]
     assert k0[-10:] == [f"k0-{n}" for n in range(10)]
+
+
+def test_the_reconciler_restores_a_fifo_queue_and_delete_removes_them() -> None:
+    sender = FailingIds("a1", status=400)
+    h = ordered_harness(sender, retry=0)
+    queue, dlq = fifo_queue(h), fifo_dlq(h)
+    h.queues.set_attributes(queue, {"FifoThroughputLimit": "perQueue"})
+    done = h.container.control_plane.reconcile_all()
+    assert done == [f"restore FifoThroughputLimit of queue {queue}"]
+    assert h.queues.get(queue).attributes["FifoThroughputLimit"] == "perMessageGroupId"
+    assert h.container.control_plane.reconcile_all() == []
+    send(h, "a1", "a")
+    deliver(h, queue)  # dead-lettered
+    details = h.container.triggers.delete("ns", "t")["details"]
+    assert details["deadLettersDiscarded"] == 1
+    assert h.queues.get(queue) is None and h.queues.get(dlq) is None
+    assert h.mappings.list(h.settings.delivery_function) == []
