@@ -61,10 +61,12 @@ LONG_POLL_SECONDS = 20
 # it and could hold that group's next message back for the whole wait (SQS answers as soon as a
 # group is free); and while every visible message is in a busy group, its wait (embedded_aws's
 # _quiet_idle_long_polls waits for visible messages) returns at once and the poll spins on the
-# CPU. Instead an empty receive is followed by a pause of FIFO_PAUSE_SECONDS, cut short
-# when one of the queue's batches ends (its deletes free groups) or a send wakes the poller; two
-# empty polls with nothing pending still put an idle queue to sleep, as below.
+# CPU. Instead an empty receive is followed by a pause of FIFO_PAUSE_SECONDS, doubled after each
+# empty receive in a row up to FIFO_MAX_PAUSE_SECONDS (a group waiting out a long backoff costs two
+# calls a second), cut short when one of the queue's batches ends (its deletes free groups) or a
+# send wakes the poller; two empty polls with nothing pending still put an idle queue to sleep.
 FIFO_PAUSE_SECONDS = 0.2
+FIFO_MAX_PAUSE_SECONDS = 0.5
 
 
 # Each poller holds a connection for up to 20 s: the pollers share a client of their own, whose
@@ -164,7 +166,8 @@ class _Poller(threading.Thread):
                     self._wake.wait(IDLE_POLL_SECONDS)
                     self.sleeping.clear()
                 elif fifo:
-                    self._wake.wait(FIFO_PAUSE_SECONDS)
+                    pause = FIFO_PAUSE_SECONDS * 2 ** min(empty_polls - 1, 8)
+                    self._wake.wait(min(pause, FIFO_MAX_PAUSE_SECONDS))
                 continue
             empty_polls = 0
             if self._halt.is_set():  # stopping: hand them back, unprocessed

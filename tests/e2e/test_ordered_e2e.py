@@ -4,7 +4,7 @@ real HTTP to a subscriber that fails 20 % at random, backoff 1 s. Per key, the s
 deliveries are the send order, never two at once; while a key waits out a backoff the others are
 delivered.
 
-200 events over 20 keys by default (about 18 s), not the issue's 1,000: moto's FIFO receive walks
+200 events over 20 keys by default (15 to 25 s), not the issue's 1,000: moto's FIFO receive walks
 the whole queue (about 25 ms a call on the 2-core test machine) and the mapping takes one message
 per invocation, so 1,000 events with their 282 retries took 49 s here (ORDERED_E2E_EVENTS=1000).
 The 1,000-event run of the suite is tests/functional/test_ordered_delivery.py (the same engine and
