@@ -295,3 +295,6 @@ def _batches(bodies: list[str]) -> list[list[str]]:
     if current:
         batches.append(current)
     return batches
+
+
+message_batches = _batches  # replays (services/replays.py) enqueue with the same bounds
