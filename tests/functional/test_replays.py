@@ -21,7 +21,6 @@ from tests.fakes import MemoryQueues, MemoryStore
 from tests.functional.harness import Harness
 from tests.functional.replay_support import drain, flush_archive, harness, put_replay, window
 
-
 JAN_1 = {"spec": {"from": "2026-01-01T00:00:00Z", "to": "2026-01-02T00:00:00Z"}}
 
 
