@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
@@ -14,6 +15,7 @@ from brokerctl.client import BrokerClient, CliError, UsageError
 from brokerctl.commands_common import command, connection_options, show
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_RFC3339_START = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}")
 
 
 def moment(text: str, now: datetime | None = None) -> str:
@@ -26,7 +28,7 @@ def moment(text: str, now: datetime | None = None) -> str:
     if unit is not None and text[:-1].isdigit() and len(text) <= 8:
         ago = now - timedelta(seconds=int(text[:-1]) * unit)
         return ago.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    if "T" not in text.upper() or len(text) > 64:
+    if not _RFC3339_START.match(text) or len(text) > 64:
         raise argparse.ArgumentTypeError(
             f"expected an RFC 3339 time (2026-01-31T12:00:00Z), now, or an age (15m), got {text!r}"
         )
