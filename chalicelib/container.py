@@ -110,7 +110,8 @@ class Container:
 
     @cached_property
     def claims(self) -> Claims:
-        return Claims(self.blobs, self.settings.claim_bucket, self.settings.claim_prefix)
+        s = self.settings
+        return Claims(self.blobs, s.claim_bucket, s.claim_prefix, archive_bucket=s.archive_bucket)
 
     @cached_property
     def ingress(self) -> Ingress:

@@ -181,7 +181,8 @@ class Ingress:
                 per_queue.setdefault(route.queue, []).append(body)
             dataref = None
             if size > INLINE_LIMIT:  # archived by reference, as it travels (DESIGN.md §12)
-                dataref = address(self._claims.claim(config.namespace, config.name, event, claimed))
+                kept = self._claims.archived(config.namespace, config.name, event, claimed)
+                dataref = address(kept)
             record = archive.accepted_record(
                 config.namespace,
                 config.name,

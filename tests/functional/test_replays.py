@@ -120,6 +120,9 @@ def test_large_events_archived_by_reference_are_replayed_whole() -> None:
     drain(h, "a")
     (record,) = (json.loads(line) for line in h.blobs.get(h.settings.archive_bucket, key).split())
     assert "dataref" in record and "data_base64" not in record["event"]
+    # Kept with the archive's lifecycle, not the claim bucket's 14-day expiry (docs/replay.md).
+    archive = h.settings.archive_bucket
+    assert record["dataref"].startswith(f"s3://{archive}/archive-payloads/ns/default/")
     _, end = window()
     put_replay(h, "big", start, end)
     assert h.container.replay_runner.run("ns", "default", "big", 10.0)
