@@ -186,7 +186,12 @@ class Container:
     @cached_property
     def replay_resources(self) -> ResourceService[Replay]:
         cp = self.control_plane
-        hooks = ReplayHooks(Resources(self.store, REPLAYS), cp.brokers, cp.triggers)
+        hooks = ReplayHooks(
+            Resources(self.store, REPLAYS),
+            cp.brokers,
+            cp.triggers,
+            notify=lambda: self.replay_runner.wake(),
+        )
         return ResourceService(hooks.replays, hooks)
 
     @cached_property

@@ -11,6 +11,7 @@ next checkpoint finds it gone and the run stops.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -61,11 +62,18 @@ class ReplayHooks(Hooks[rp.Replay]):
         brokers: Resources[Broker],
         triggers: Resources[Trigger],
         clock: Callable[[], datetime] = utcnow,
+        notify: Callable[[], None] = lambda: None,
     ) -> None:
         self.replays = replays
         self._brokers = brokers
         self._triggers = triggers
         self._clock = clock
+        self._notify = notify  # a runner in this process (local mode) starts at once
+
+    def saved(self, stored: Stored[rp.Replay], existed: bool) -> Stored[rp.Replay]:
+        if not existed:
+            self._notify()
+        return stored
 
     def initial_state(self, now: datetime) -> dict[str, Any]:
         return {"phase": rp.PENDING}
@@ -199,21 +207,33 @@ class ReplayRunner:
         self._clock = clock
         self._monotonic = monotonic
         self._owner = str(uuid.uuid4())
+        self._work = threading.Event()
+        self.unfinished = 0  # after the last run_pending: replays it left unfinished
+
+    def wake(self) -> None:
+        """A replay was created: a runner waiting in ``wait_for_work`` runs at once."""
+        self._work.set()
+
+    def wait_for_work(self, timeout: float) -> bool:
+        woken = self._work.wait(timeout)
+        self._work.clear()
+        return woken
 
     def run_pending(self, budget_s: float) -> list[str]:
         """Run every unfinished replay in turn within ``budget_s``; the ones finished now."""
         deadline = self._monotonic() + budget_s
         done: list[str] = []
-        for stored in self._replays.list():
+        unfinished = [s for s in self._replays.list() if not rp.is_finished(s.state)]
+        self.unfinished = len(unfinished)
+        for stored in unfinished:
             left = deadline - self._monotonic()
             if left <= 0:
                 break
-            if rp.is_finished(stored.state):
-                continue
             replay = stored.resource
             try:
                 if self.run(replay.namespace, replay.broker, replay.short_name, left):
                     done.append(f"{replay.namespace}/{replay.name}")
+                    self.unfinished -= 1
             except BrokerError as exc:  # retried by the next run, from its checkpoint
                 log.warning("replay %s/%s: %s", replay.namespace, replay.name, exc.detail)
                 self._metrics.count("replay_error_count", {"namespace": replay.namespace})
