@@ -349,3 +349,35 @@ def test_replays_are_listed_per_broker_and_named_by_their_short_name() -> None:
     assert doc["apiVersion"] == "eventing.knative.dev/v1" and doc["kind"] == "Replay"
     assert doc["spec"]["from"].endswith("Z")
     assert _condition(doc["status"], "Succeeded")["status"] == "Unknown"
+
+
+class _ReadingQueues(MemoryQueues):
+    """Reads the replay through the API during every send: the read remembers the status's
+    transitions (Pending -> Running), a write that races the runner's checkpoint."""
+
+    def __init__(self, inner: MemoryQueues, read: Any) -> None:
+        self.inner, self.read = inner, read
+
+    def send_batch(self, name: str, messages: Any) -> list[str]:
+        self.read()
+        return self.inner.send_batch(name, messages)
+
+
+def test_reading_a_replay_while_it_runs_neither_stops_it_nor_resends() -> None:
+    h = _setup({"a": None})
+    start, _ = window()
+    _send(h, 25)
+    flush_archive(h)
+    drain(h, "a")
+    _, end = window()
+    put_replay(h, "r", start, end)
+    seen: list[str] = []
+
+    def read() -> None:
+        seen.append(_condition(_status(h, "r"), "Succeeded")["reason"])
+
+    queues = _ReadingQueues(h.queues, read)
+    assert _runner(h, h.store, queues=queues).run("ns", "default", "r", 10.0)
+    assert seen == ["Running"] * 3
+    assert _ids(drain(h, "a")) == [f"e{i}" for i in range(25)]
+    assert _condition(_status(h, "r"), "Succeeded")["status"] == "True"
