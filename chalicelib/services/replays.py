@@ -237,6 +237,9 @@ class ReplayRunner:
             except BrokerError as exc:  # retried by the next run, from its checkpoint
                 log.warning("replay %s/%s: %s", replay.namespace, replay.name, exc.detail)
                 self._metrics.count("replay_error_count", {"namespace": replay.namespace})
+            except Exception:  # a bug must not stop the other replays; retried next run
+                log.exception("replay %s/%s failed", replay.namespace, replay.name)
+                self._metrics.count("replay_error_count", {"namespace": replay.namespace})
         return done
 
     def run(self, namespace: str, broker: str, name: str, budget_s: float) -> bool:

@@ -40,6 +40,8 @@ def test_parse_normalises_times_and_keeps_the_broker_and_short_name() -> None:
         ({**SPEC, "from": "2026-01-31"}, "spec.from", "RFC 3339"),
         ({**SPEC, "from": "2026-01-31T10:00:00"}, "spec.from", "zone"),
         ({**SPEC, "from": 3}, "spec.from", "string"),
+        ({**SPEC, "from": "0001-01-01T00:00:00+01:00"}, "spec.from", "RFC 3339"),
+        ({**SPEC, "to": "9999-12-31T23:59:59-01:00"}, "spec.to", "RFC 3339"),
         ({"from": "2026-01-31T10:00:00Z", "to": "2026-01-31T10:00:00Z"}, "spec.to", "after"),
         ({"from": "2026-01-01T00:00:00Z", "to": "2026-06-01T00:00:00Z"}, "spec.to", "at most"),
         ({**SPEC, "triggers": []}, "spec.triggers", "non-empty"),
@@ -70,6 +72,12 @@ def test_the_spec_is_immutable_and_a_same_put_changes_nothing() -> None:
     with pytest.raises(ImmutableFieldError) as err:
         rp.admit_replay(_parse({**SPEC, "triggers": ["b"]}), first, uid="u3", now=NOW)
     assert [p.field for p in err.value.problems] == ["spec.triggers"]
+
+
+def test_a_new_replay_cannot_start_in_the_future() -> None:
+    with pytest.raises(ValidationError) as err:
+        rp.admit_replay(_parse(SPEC), None, uid="u", now=datetime(2026, 1, 31, 9, tzinfo=UTC))
+    assert [p.field for p in err.value.problems] == ["spec.from"]
 
 
 def test_json_and_item_round_trip_under_the_broker() -> None:

@@ -85,7 +85,10 @@ def parse_time(text: str) -> datetime:
     moment = datetime.fromisoformat(text.replace("z", "Z").replace("Z", "+00:00"))
     if moment.tzinfo is None:
         raise ValueError(text)
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:  # year 1 or 9999 shifted out of range by its offset
+        raise ValueError(text) from None
 
 
 def _time(value: object, path: str, problems: list[Problem]) -> datetime | None:
@@ -194,7 +197,12 @@ def replay_spec_json(replay: Replay) -> dict[str, Any]:
 
 
 def admit_replay(parsed: Replay, existing: Replay | None, *, uid: str, now: datetime) -> Replay:
-    """The spec cannot change: the runner's checkpoint is a position in the range it reads."""
+    """The spec cannot change: the runner's checkpoint is a position in the range it reads. A
+    new replay's range starts in the past (the archive holds nothing later)."""
+    if existing is None and parsed.start_time > now:
+        raise ValidationError(
+            [Problem("spec.from", f"is in the future (now is {rfc3339(now, 'seconds')})")]
+        )
     if existing is not None:
         old, new = replay_spec_json(existing), replay_spec_json(parsed)
         changed = [
