@@ -256,14 +256,11 @@ class ReplayRunner:
         if now < ready_at:
             self._note_waiting(stored, ready_at)
             return False
-        try:
-            stored = self._acquire(stored, now)
-        except _LostLeaseError:
-            return False
-        if stored is None:
+        leased = self._acquire(stored, now)
+        if leased is None:
             return False
         try:
-            return self._run(stored, deadline)
+            return self._run(leased, deadline)
         except _LostLeaseError:
             log.info("replay %s/%s stopped: cancelled or taken over", namespace, name)
             return True

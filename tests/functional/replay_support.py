@@ -12,14 +12,15 @@ from typing import Any
 
 from chalicelib.config import Settings
 from chalicelib.core.clock import rfc3339, utcnow
+from chalicelib.ports import HttpResponse
 from tests.functional.harness import Harness
 
 REPLAYS = "/apis/eventing.knative.dev/v1/namespaces/ns/brokers/default/replays"
 
 
-def harness(**settings: Any) -> Harness:
+def harness(*answers: HttpResponse, **settings: Any) -> Harness:
     base = replace(Settings(), cache_ttl_seconds=0.0, replay_settle_seconds=0.0, **settings)
-    return Harness(settings=base)
+    return Harness(*answers, settings=base)
 
 
 def flush_archive(h: Harness, at: datetime | None = None, gzip: bool = False) -> str:

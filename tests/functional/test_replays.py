@@ -14,6 +14,7 @@ from chalicelib.core.clock import utcnow
 from chalicelib.core.cloudevents.sqs_message import decode_message
 from chalicelib.core.errors import ImmutableFieldError, NotFoundError, ValidationError
 from chalicelib.core.resources.replay import REPLAYS, store_name
+from chalicelib.ports import HttpResponse
 from chalicelib.services.replays import ReplayRunner, RunnerOptions
 from chalicelib.services.resources import Resources
 from chalicelib.services.routing import load_broker_config
@@ -381,3 +382,23 @@ def test_reading_a_replay_while_it_runs_neither_stops_it_nor_resends() -> None:
     assert seen == ["Running"] * 3
     assert _ids(drain(h, "a")) == [f"e{i}" for i in range(25)]
     assert _condition(_status(h, "r"), "Succeeded")["status"] == "True"
+
+
+def test_replayed_events_follow_the_triggers_delivery_policy_into_its_dlq() -> None:
+    ok, refused = HttpResponse(202, {}, b""), HttpResponse(400, {}, b"no")
+    h = harness(ok, refused)
+    h.broker()
+    h.trigger("a", delivery={"retry": 0})
+    start, _ = window()
+    _send(h, 1)
+    assert h.deliver_once("a")["received"] == 1  # delivered live (202)
+    flush_archive(h)
+    _, end = window()
+    put_replay(h, "again", start, end)
+    assert h.container.replay_runner.run("ns", "default", "again", 10.0)
+    answer = h.deliver_once("a")  # the replayed copy: 400, not retried, dead-lettered
+    assert answer["received"] == 1 and answer.get("batchItemFailures", []) == []
+    (dead,) = h.messages(h.dlq_of("a"))
+    assert dead["event"]["id"] == "e0" and dead["event"]["replayname"] == "again"
+    assert dead["event"]["knativeerrorcode"] == 400
+    assert [s.headers.get("ce-replayname") for s in h.sender.sent] == [None, "again"]
