@@ -51,7 +51,7 @@ run: $(STAMP)
 	$(PY) -m brokerctl dev
 
 test: $(STAMP) $(CHROMIUM) $(LS_STAMP)
-	$(PY) -m pytest -W error $(PYTEST_ARGS)
+	$(PY) -m pytest -W error --durations=25 $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -7,7 +7,8 @@ present on the same broker (filters that match nothing), whose queues and DLQs a
 AWS calls are counted with botocore's event hooks on a runtime in this process
 (``brokerctl.dev.LocalRuntime``, the same wiring), attributed to the ingress when made on the HTTP
 server's threads and to delivery when made on the pollers' and workers' threads.
-Run: .venv/bin/python benchmarks/e2e.py  (``E2E_IDLE_TRIGGERS`` sets the 500)
+Run: .venv/bin/python benchmarks/e2e.py  (``E2E_IDLE_TRIGGERS`` sets the 500); ``... e2e.py dedup``
+measures only the cost of deduplication (docs/dedup.md) and adds its figures to the last result.
 """
 
 from __future__ import annotations
@@ -80,9 +81,20 @@ class CallCounter:
 def main() -> None:
     for key in ("AWS_ENDPOINT_URL",):
         os.environ.pop(key, None)
+    if sys.argv[1:] == ["dedup"]:
+        dedup, dedup_notes = measure_dedup_calls()
+        previous = json.loads((ROOT / "benchmarks/results/e2e.json").read_text())
+        notes = previous["notes"].split(" | dedup: ")[0] + " | dedup: " + dedup_notes
+        extra = {k: v for k, v in previous.items() if k not in ("figures", "notes", "benchmark")}
+        extra.pop("machine", None)
+        write_result("e2e", {**previous["figures"], **dedup}, notes, **extra)
+        return
     speed = measure_make_run()
     figures, notes, calls = measure_calls()
-    write_result("e2e", {**speed, **figures}, notes, calls=calls)
+    dedup, dedup_notes = measure_dedup_calls()
+    write_result(
+        "e2e", {**speed, **figures, **dedup}, f"{notes} | dedup: {dedup_notes}", calls=calls
+    )
 
 
 def measure_make_run() -> dict[str, float]:
@@ -313,6 +325,103 @@ def run(
         f"gathered across requests for 1 s) {archive_calls / EVENTS:.3f}"
     )
     return figures, notes
+
+
+DEDUP_BATCHES = 50
+_DEDUP_WRITES = ("PutItem", "TransactWriteItems", "BatchWriteItem")
+
+
+def measure_dedup_calls() -> tuple[dict[str, float], str]:
+    """AWS calls per accepted event at ingress, for one broker without a dedup window and one
+    with (``serverless-broker/dedup-window: PT5M``), each with one trigger: batches of 10 fresh
+    events, batches of 10 with 5 repeats, and single-event POSTs. Counted, not timed."""
+    opts = DevOptions(port=free_port(), aws_port=free_port(), reconcile_interval=3600)
+    runtime = LocalRuntime(opts, say=lambda line: None)
+    assert runtime.start() == 0, "the local runtime did not start"
+    counter = CallCounter()
+    for service in ("dynamodb", "sqs", "s3", "firehose"):
+        runtime.container.clients.client(service).meta.events.register(
+            f"before-call.{service}", counter.hook
+        )
+    url = runtime.url
+    try:
+        with EventDisplay(keep=False) as sub, httpx.Client(base_url=url, timeout=30) as c:
+            for broker, annotations in (
+                ("plain", {}),
+                ("dedup", {"serverless-broker/dedup-window": "PT5M"}),
+            ):
+                meta = {"name": broker, "annotations": annotations}
+                assert c.put(f"{CP}/brokers/{broker}", json={"metadata": meta}).status_code == 201
+                trigger = {
+                    "metadata": {"name": f"{broker}-t"},
+                    "spec": {"broker": broker, "subscriber": {"uri": sub.url}},
+                }
+                assert c.put(f"{CP}/triggers/{broker}-t", json=trigger).status_code == 201
+            for broker in ("plain", "dedup"):
+                wait_for(lambda b=broker: _ready(c, f"{b}-t"), 60)  # type: ignore[misc]
+            runs: dict[tuple[str, str], tuple[int, int, int]] = {}
+            for broker in ("plain", "dedup"):
+                _post_batches(c, broker, "warm", 1, repeats=0)  # the routes cached
+                for shape in ("batch10", "batch10_half_repeats", "single"):
+                    counter.reset()
+                    if shape == "single":
+                        accepted = _post_singles(c, broker, DEDUP_BATCHES * 2)
+                    else:
+                        repeats = 5 if shape == "batch10_half_repeats" else 0
+                        accepted = _post_batches(c, broker, shape, DEDUP_BATCHES, repeats)
+                    writes = sum(counter.total("ingress", "dynamodb", op) for op in _DEDUP_WRITES)
+                    runs[(broker, shape)] = (counter.total("ingress"), writes, accepted)
+    finally:
+        runtime.stop()
+    figures: dict[str, float] = {}
+    rows = []
+    for shape in ("batch10", "batch10_half_repeats", "single"):
+        plain_calls, _, plain_n = runs[("plain", shape)]
+        dedup_calls, writes, dedup_n = runs[("dedup", shape)]
+        suffix = "" if shape == "batch10" else f"_{shape}"
+        figures[f"dedup_calls_per_event{suffix}"] = writes / dedup_n
+        figures[f"ingress_calls_per_event_{shape}_no_dedup"] = plain_calls / plain_n
+        figures[f"ingress_calls_per_event_{shape}_dedup"] = dedup_calls / dedup_n
+        rows.append((shape, f"{plain_calls / plain_n:.3f}", f"{dedup_calls / dedup_n:.3f}",
+                     f"{writes / dedup_n:.3f}"))  # fmt: skip
+    print_table(rows, ("requests", "ingress calls/event", "with dedup", "dedup calls/event"))
+    notes = (
+        f"dedup_calls_per_event: DynamoDB writes (conditional PutItem / TransactWriteItems) per "
+        f"accepted event at ingress with a PT5M window, {DEDUP_BATCHES} batches of 10 fresh events "
+        "(target <= 0.1, one call per batch); *_half_repeats: batches whose 5 last events repeat "
+        "5 of the previous batch (accepted = events answered 202); single: one event per POST; "
+        "ingress_calls_per_event_*: every AWS call the ingress made, without and with a window"
+    )
+    return figures, notes
+
+
+def _ready(c: httpx.Client, trigger: str) -> bool:
+    doc = c.get(f"{CP}/triggers/{trigger}").json()
+    conds = {x["type"]: x["status"] for x in doc["status"]["conditions"]}
+    return conds.get("Ready") == "True"
+
+
+def _post_batches(c: httpx.Client, broker: str, prefix: str, batches: int, repeats: int) -> int:
+    """``batches`` batches of 10; the last ``repeats`` events of each repeat events of the batch
+    before. Returns the events answered 202."""
+    for b in range(batches):
+        ids = [f"{prefix}-{b}-{i}" for i in range(10 - repeats)]
+        ids += [f"{prefix}-{max(b - 1, 0)}-{i}" for i in range(repeats)]
+        batch = [{"specversion": "1.0", "id": i, "source": "/bench", "type": "bench",
+                  "data": {"n": b}} for i in ids]  # fmt: skip
+        r = c.post(f"/bench/{broker}", content=json.dumps(batch),
+                   headers={"content-type": "application/cloudevents-batch+json"})  # fmt: skip
+        assert r.status_code == 202, r.text
+    return batches * 10
+
+
+def _post_singles(c: httpx.Client, broker: str, count: int) -> int:
+    headers = {"ce-specversion": "1.0", "ce-source": "/bench", "ce-type": "bench",
+               "content-type": "application/json"}  # fmt: skip
+    for i in range(count):
+        r = c.post(f"/bench/{broker}", content=b"{}", headers={**headers, "ce-id": f"s{i}"})
+        assert r.status_code == 202, r.text
+    return count
 
 
 def percentile(sorted_values: list[float], p: float) -> float:

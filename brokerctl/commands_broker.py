@@ -37,6 +37,11 @@ def add_broker_parser(sub: Any) -> None:
         "--legacy-spec-versions", action="store_true", help="accept CloudEvents 0.1 and 0.2"
     )
     create.add_argument("--class", dest="broker_class", help="broker class annotation")
+    create.add_argument(
+        "--dedup-window",
+        metavar="DURATION",
+        help="drop repeats of (source, id) within this ISO-8601 duration, e.g. PT5M",
+    )
     delivery_options(create)
     wait_options(create, "broker")
     create.set_defaults(func=command(_create))
@@ -80,6 +85,8 @@ def broker_body(args: argparse.Namespace) -> dict[str, Any]:
         annotations[ANNOTATION + "legacy-spec-versions"] = "true"
     if args.broker_class:
         annotations["eventing.knative.dev/broker.class"] = args.broker_class
+    if args.dedup_window:
+        annotations[ANNOTATION + "dedup-window"] = args.dedup_window
     metadata: dict[str, Any] = {"name": args.name}
     if annotations:
         metadata["annotations"] = annotations

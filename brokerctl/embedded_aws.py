@@ -215,6 +215,79 @@ def _lock_deletes() -> None:
     models.Queue.delete_message = delete_message  # type: ignore[method-assign]
 
 
+def _atomic_dynamodb_writes() -> None:
+    """moto checks a write's condition and then writes, with nothing held in between: two
+    conditional puts of one item at once (two ingress threads claiming one event's key,
+    docs/dedup.md) could both succeed. And a transaction deep-copies every table it names to roll
+    back a failure by restoring that copy, which undoes whatever another thread wrote meanwhile,
+    at a cost that grows with the table. Here every write takes one lock, and a transaction of
+    Puts, Deletes and ConditionChecks checks every condition first and writes only if all hold
+    (DynamoDB's all-or-nothing), with moto's answers: CancellationReasons in item order."""
+    import threading
+
+    from moto.dynamodb.comparisons import get_filter_expression
+    from moto.dynamodb.exceptions import (
+        MultipleTransactionsException,
+        TransactionCanceledException,
+    )
+    from moto.dynamodb.models import DynamoDBBackend
+
+    lock = threading.RLock()
+
+    def locked(name: str) -> None:
+        write = getattr(DynamoDBBackend, name)
+
+        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            with lock:
+                return write(self, *args, **kwargs)
+
+        setattr(DynamoDBBackend, name, method)
+
+    for name in ("put_item", "delete_item", "update_item"):
+        locked(name)
+    transact = DynamoDBBackend.transact_write_items
+
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        with lock:
+            ops = [next(iter(item.items())) for item in transact_items if len(item) == 1]
+            simple = {"Put", "Delete", "ConditionCheck"}
+            if len(ops) != len(transact_items) or any(kind not in simple for kind, _ in ops):
+                return transact(self, transact_items)  # an Update, or an invalid request
+            if len(ops) > 100:
+                return transact(self, transact_items)  # moto's own refusal
+            seen: set[tuple[str, str]] = set()
+            errors: list[tuple[Any, Any, Any]] = []
+            for kind, op in ops:
+                table = self.get_table(op["TableName"])
+                if kind == "Put":
+                    names = [table.hash_key_attr, table.range_key_attr]
+                    key = {n: op["Item"][n] for n in names if n is not None}
+                else:
+                    key = op["Key"]
+                ident = (op["TableName"], str(sorted(key.items())))
+                if ident in seen:
+                    raise MultipleTransactionsException()
+                seen.add(ident)
+                condition = op.get("ConditionExpression")
+                holds = condition is None or get_filter_expression(
+                    condition,
+                    op.get("ExpressionAttributeNames"),
+                    op.get("ExpressionAttributeValues"),
+                ).expr(self.get_item(op["TableName"], key))
+                failed = ("ConditionalCheckFailed", "The conditional request failed", None)
+                errors.append((None, None, None) if holds else failed)
+            if any(code is not None for code, _, _ in errors):
+                raise TransactionCanceledException(errors)
+            for kind, op in ops:
+                if kind == "Put":
+                    self.put_item(op["TableName"], op["Item"])
+                elif kind == "Delete":
+                    self.delete_item(op["TableName"], op["Key"])
+            return None
+
+    DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+
+
 def _remember_backends_by_host() -> None:
     """moto finds the service of every request by listing its own package directory and trying
     each service's URL patterns in turn: a quarter of the endpoint's CPU under load. The answer
@@ -332,6 +405,7 @@ def serve(host: str, port: int) -> None:
     _remember_attribute_aliases()
     _quiet_idle_long_polls()
     _remember_backends_by_host()
+    _atomic_dynamodb_writes()
     allow_kafka_mappings_in_moto()
     app = DomainDispatcherApplication(create_backend_app)
     server = make_server(host, port, app, threaded=True, request_handler=_keep_alive_handler())

@@ -23,6 +23,7 @@ from chalicelib.ports import (
     Mappings,
     Queues,
     ResourceStore,
+    SeenEvents,
 )
 from chalicelib.services.claims import Claims
 from chalicelib.services.control_plane import BrokerHooks, ControlPlane, TriggerHooks
@@ -60,6 +61,12 @@ class Container:
         # Only what a broker's routes are read from moves a namespace's epoch (routing.py):
         # the event-type samples written every minute would reload every broker's routes.
         return DynamoResourceStore(self.clients, self.settings.table_name, ROUTING_KINDS)
+
+    @cached_property
+    def seen_events(self) -> SeenEvents:
+        from chalicelib.adapters.dynamodb_seen import DynamoSeenEvents
+
+        return DynamoSeenEvents(self.clients, self.settings.table_name)
 
     @cached_property
     def queues(self) -> Queues:
@@ -124,6 +131,7 @@ class Container:
             log=log.warning,
             observe=self.event_types.observe,
             archive_batch_seconds=self.settings.archive_batch_seconds,
+            seen=self.seen_events,
         )
 
     @cached_property
@@ -233,7 +241,11 @@ class Container:
         # it the ingress sample alone is used.
         location = self.settings.metrics_location
         fetch = metrics_fetcher(location, self.blobs) if location else lambda: None
-        return Registry(self.store, self.settings, MetricsEventTypes(fetch))
+        return Registry(
+            self.store,
+            self.settings,
+            MetricsEventTypes(fetch, ttl_s=self.settings.metrics_refresh_seconds),
+        )
 
     # ---- Kafka (DESIGN.md §10) ------------------------------------------------------------------
 

@@ -214,3 +214,26 @@ class KafkaPublisher(Protocol):
     def publish(
         self, bootstrap_servers: str, topic: str, record: KafkaRecord, timeout: float
     ) -> PublishResult: ...
+
+
+# ---- Deduplication (docs/dedup.md) -------------------------------------------------------------
+
+
+class SeenEvents(Protocol):
+    """The (source, id) keys each broker accepted within its dedup window. ``scope`` names the
+    broker ("{namespace}/{broker}"); times are seconds since the epoch (``now`` is a parameter:
+    the caller's clock decides what has expired, as the store's own expiry is lazy)."""
+
+    def claim(
+        self, scope: str, keys: Sequence[tuple[str, str]], window_s: float, now: float
+    ) -> builtins.set[int]:
+        """Mark each key of ``keys`` (no repeats) as seen until ``now + window_s`` unless it is
+        already seen and unexpired at ``now``; return the indexes of the keys this call marked
+        (the fresh ones). Atomic per key: of concurrent claims of one key, exactly one gets it.
+        Raises UnavailableError when it cannot tell (nothing may then be accepted)."""
+        ...
+
+    def release(self, scope: str, keys: Sequence[tuple[str, str]]) -> None:
+        """Forget keys this caller claimed: their request failed after the claim, and the
+        producer's retry must not be taken for a duplicate. Raises UnavailableError."""
+        ...

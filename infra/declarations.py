@@ -137,10 +137,13 @@ def _environment(r: Resolver, meta: dict[str, Any]) -> dict[str, str]:
 
 
 def _named_resources(template: dict[str, Any], meta: dict[str, Any]) -> dict[str, str]:
-    """Environment variables whose output is a resource's own name (``!Ref <resource>``)."""
+    """Environment variables whose output is a resource's own name (``!Ref <resource>``, or
+    ``!If [Adopt..., !Ref Existing..., !Ref <resource>]`` for the ones a deploy may adopt)."""
     out = {}
     for var, output in meta["Environment"].items():
         value = template["Outputs"][output]["Value"]
+        if isinstance(value, dict) and "Fn::If" in value:
+            value = value["Fn::If"][2]  # the stack's own resource (local mode adopts nothing)
         if isinstance(value, dict) and value.get("Ref") in template["Resources"]:
             out[var] = value["Ref"]
     return out

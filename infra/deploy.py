@@ -5,7 +5,8 @@
     python -m infra.deploy --stage prod --package-only [--out build/package-prod]
     python -m infra.deploy --stage local      # into LocalStack (LOCALSTACK_HOST / AWS_ENDPOINT_URL)
 
-Deploy: the shared stack (infra/template.yaml) is created or updated and followed to completion;
+Deploy: the shared stack (infra/template.yaml) is created or updated and followed to completion
+(created again after a destroy, it adopts the table and buckets the destroy kept: ``retained``);
 its outputs become the stage's environment (build/chalice-<stage>/, see infra/chalice_project.py);
 `chalice deploy` runs there; the metrics job's script and spark_glue.zip are uploaded to the
 script location; the ingress base URL is printed. Chalice's record of what it deployed is kept in
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from infra import api_protection, chalice_project, gateway_responses, stack
-from infra.cfn import TEMPLATE_PATH, Resolver, load_template
+from infra.cfn import TEMPLATE_PATH, Resolver, UnresolvableError, load_template
 
 REPO = chalice_project.REPO
 APP_NAME = "serverless-broker"
@@ -109,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.stage == LOCAL_STAGE and isinstance(exc, subprocess.CalledProcessError):
             print(
                 "note: LocalStack runs Lambda functions in Docker; one started without it (host "
-                "mode) creates the shared stack but no function (State: Failed)",
+                "mode) creates the shared stack but no function (State: Failed), and so no REST "
+                "API (docs/deploy.md: what host mode verifies)",
                 file=sys.stderr,
             )
         return 1
@@ -168,6 +170,7 @@ def deploy(session: Any, stage: str, parameters: dict[str, str], public_url: str
         from infra.declarations import LOCAL_PARAMETERS
 
         parameters = {**LOCAL_PARAMETERS, **LOCALSTACK_PARAMETERS, **parameters}
+    parameters = {**parameters, **retained(session, template, stage, parameters, account)}
     stack.deploy(
         cfn,
         name,
@@ -228,6 +231,113 @@ def deploy(session: Any, stage: str, parameters: dict[str, str], public_url: str
     if "GlueJobName" in outputs:
         print(f"metrics job:      {outputs['GlueJobName']} -> {outputs['MetricsLocation']}")
     return base
+
+
+# ------------------------------------------------------------------------------------- adoption
+# The resources a destroy keeps (DeletionPolicy: Retain), the template parameter that hands each
+# back to a new stack, and what it is.
+RETAINED = (
+    ("Table", "ExistingTableName", "table"),
+    ("ArchiveBucket", "ExistingArchiveBucketName", "bucket"),
+    ("MetricsBucket", "ExistingMetricsBucketName", "bucket"),
+)
+# Stack states in which the next deploy creates the stack (infra/stack.py deletes a
+# ROLLBACK_COMPLETE one first; REVIEW_IN_PROGRESS is a stack that only has a change set).
+_TO_BE_CREATED = ("ROLLBACK_COMPLETE", "REVIEW_IN_PROGRESS")
+
+
+def retained(
+    session: Any,
+    template: dict[str, Any],
+    stage: str,
+    parameters: dict[str, str],
+    account: str,
+    say: stack.Say = print,
+) -> dict[str, str]:
+    """The ``Existing...`` parameters for the retained resources of an earlier deploy of the stage.
+
+    Only when the stack is about to be created: an existing stack keeps its parameters (and its
+    resources). Each resource is looked up under the name the template gives it for this stage,
+    account and region; one the template would create and that already exists is adopted (the
+    stack uses it and never changes it), after checking that the broker can use it. A parameter
+    given explicitly (even empty) is left as given.
+    """
+    described = stack.describe(session.client("cloudformation"), stack_name(stage))
+    if described is not None and described["StackStatus"] not in _TO_BE_CREATED:
+        return {}
+    try:
+        r = Resolver(
+            template,
+            {"Stage": stage, **parameters},
+            account_id=account,
+            region=session.region_name,
+            stack_name=stack_name(stage),
+        )
+    except UnresolvableError as exc:  # e.g. a --parameter the template does not declare
+        raise stack.StackError(f"the stack's parameters: {exc}") from exc
+    adopted: dict[str, str] = {}
+    for logical_id, parameter, kind in RETAINED:
+        if parameter in parameters:
+            continue
+        name = str(r.ref(logical_id))
+        if kind == "table":
+            found = _retained_table(session.client("dynamodb"), name, r.properties(logical_id), say)
+        else:
+            found = _retained_bucket(session.client("s3"), name)
+        if found:
+            say(f"adopting {kind} {name}, kept by an earlier destroy")
+            adopted[parameter] = name
+    return adopted
+
+
+def _retained_table(ddb: Any, name: str, declared: dict[str, Any], say: stack.Say) -> bool:
+    """Whether the table exists (and is one the broker can use: same keys; else StackError).
+    A TTL other than the template's is reported, not changed."""
+    try:
+        table = ddb.describe_table(TableName=name)["Table"]
+    except ddb.exceptions.ResourceNotFoundException:
+        return False
+    if table.get("TableStatus") == "DELETING":
+        raise stack.StackError(f"table {name} is being deleted; deploy again once it is gone")
+    keys = sorted((k["AttributeName"], k["KeyType"]) for k in table["KeySchema"])
+    wanted = sorted((k["AttributeName"], k["KeyType"]) for k in declared["KeySchema"])
+    if keys != wanted:
+        raise stack.StackError(
+            f"table {name} exists with keys {keys}, not the broker's {wanted}: it cannot be "
+            "adopted (rename or delete it, or pass --parameter ExistingTableName=<another>)"
+        )
+    ttl = ddb.describe_time_to_live(TableName=name).get("TimeToLiveDescription", {})
+    want_ttl = declared.get("TimeToLiveSpecification", {}).get("AttributeName")
+    if want_ttl and (ttl.get("TimeToLiveStatus"), ttl.get("AttributeName")) != (
+        "ENABLED",
+        want_ttl,
+    ):
+        say(
+            f"warning: table {name} has no TTL on {want_ttl} (expired records are not removed); "
+            "the stack does not change an adopted table: aws dynamodb update-time-to-live "
+            f"--table-name {name} "
+            f"--time-to-live-specification Enabled=true,AttributeName={want_ttl}"
+        )
+    return True
+
+
+def _retained_bucket(s3: Any, name: str) -> bool:
+    """Whether the bucket exists in this account; StackError if the name is someone else's."""
+    from botocore.exceptions import ClientError
+
+    try:
+        s3.head_bucket(Bucket=name)
+    except ClientError as exc:
+        code = str(exc.response.get("Error", {}).get("Code", ""))
+        if code in ("404", "NoSuchBucket", "NotFound"):
+            return False
+        if code in ("403", "AccessDenied", "Forbidden"):
+            raise stack.StackError(
+                f"bucket {name} exists but this account may not use it (another account's?): "
+                "the stack cannot create it either"
+            ) from exc
+        raise
+    return True
 
 
 def upload_glue(s3: Any, outputs: dict[str, str], source: Path = REPO / "spark_glue") -> None:

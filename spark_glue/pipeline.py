@@ -252,6 +252,8 @@ def _summary(rows: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         "ingress": {
             "accepted": by_kind.get("accepted", 0),
             "rejected": by_kind.get("rejected", 0),
+            # Events repeated within a broker's dedup window (each counted once however often).
+            "duplicated_events": by_kind.get("duplicate", 0),
             "matched": sum(r["matched"] for r in brokers),
             "no_match": sum(r["no_match"] for r in brokers),
             "rejected_by_reason": rejections,

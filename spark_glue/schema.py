@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 SCHEMA_VERSION = 1
-KINDS = ("accepted", "rejected", "delivery")
+KINDS = ("accepted", "rejected", "delivery", "duplicate")
 OUTCOMES = ("delivered", "retry", "dead_lettered", "reply")
 CORRUPT_COLUMN = "_corrupt_record"
 
@@ -68,6 +68,13 @@ BY_KIND: dict[str, tuple[Field, ...]] = {
         Field("status", "int", nullable=True),
         Field("outcome", "string"),
         Field("latency_ms", "double"),
+    ),
+    # A repeat of (source, id) within a broker's dedup window: answered 202, stored nowhere.
+    # Valid (not malformed) and counted in the summary's ingress figures; no table reads it.
+    "duplicate": (
+        Field("event_id", "string"),
+        Field("event_type", "string"),
+        Field("event_source", "string"),
     ),
 }
 

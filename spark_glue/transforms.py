@@ -408,7 +408,11 @@ def _malformed_reason(at: Column, arrival: Column) -> Column:
         .when(F.col("v").isNull() | (F.col("v") != SCHEMA_VERSION), F.lit("unknown_version"))
         .when(~kind.isin(*KINDS) | kind.isNull(), F.lit("unknown_kind"))
         .when(
-            common_missing | missing("accepted") | missing("rejected") | missing("delivery"),
+            common_missing
+            | missing("accepted")
+            | missing("rejected")
+            | missing("delivery")
+            | missing("duplicate"),
             F.lit("missing_field"),
         )
         .when(at.isNull() | ((kind == "delivery") & arrival.isNull()), F.lit("bad_timestamp"))

@@ -14,7 +14,7 @@ from chalicelib.core.delivery.outcomes import Outcome
 
 SCHEMA_VERSION: Final = 1
 
-KINDS: Final = ("accepted", "rejected", "delivery")
+KINDS: Final = ("accepted", "rejected", "delivery", "duplicate")
 REJECT_REASONS: Final = (
     "invalid_event",
     "unknown_broker",
@@ -149,6 +149,25 @@ def delivery_record(
         "status": None if status is None else int(status),
         "outcome": outcome,
         "latency_ms": float(latency_ms),
+    }
+
+
+def duplicate_record(
+    namespace: str,
+    broker: str,
+    event_id: str,
+    event_type: str,
+    event_source: str,
+    at: datetime,
+) -> Record:
+    """An event answered 202 but stored nowhere: its (source, id) was accepted by this broker
+    within its dedup window (docs/dedup.md). A kind of schema v1 added in the second wave; readers
+    that predate it count it malformed (``kind: unknown``) and skip it."""
+    return {
+        **_common("duplicate", namespace, broker, at),
+        "event_id": event_id,
+        "event_type": event_type,
+        "event_source": event_source,
     }
 
 

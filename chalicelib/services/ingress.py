@@ -25,7 +25,7 @@ from chalicelib.core.errors import (
     ValidationError,
 )
 from chalicelib.core.resources.broker import DEFAULT_MAX_EVENT_BYTES
-from chalicelib.ports import Archive, OutgoingMessage, QueueSender
+from chalicelib.ports import Archive, OutgoingMessage, QueueSender, SeenEvents
 from chalicelib.problems import status_of
 from chalicelib.services.archiver import Archiver
 from chalicelib.services.claims import INLINE_LIMIT, SQS_MAX_BYTES, Claims, address
@@ -61,8 +61,10 @@ class Ingress:
         log: Callable[[str], None] | None = None,
         observe: Callable[[str, str, Sequence[CloudEvent]], None] | None = None,
         archive_batch_seconds: float = 0.0,
+        seen: SeenEvents | None = None,
     ) -> None:
         self._cache = cache
+        self._seen = seen  # deduplication's store (brokers with a dedup window)
         self._queues = queues
         self._claims = claims
         self._archiver = Archiver(
@@ -157,10 +159,75 @@ class Ingress:
     def ingest(
         self, config: BrokerConfig, events: Sequence[CloudEvent], headers: Mapping[str, str]
     ) -> None:
-        """Store every event in the queue of every matching ready trigger, or raise."""
+        """Store every event in the queue of every matching ready trigger, or raise. With a dedup
+        window, a (source, id) the broker accepted within it is dropped (docs/dedup.md)."""
         now = self._clock()
         arrival = archive.rfc3339(now)
         prepared = [self._prepare(e, arrival) for e in events]
+        window = config.broker.dedup_window_seconds
+        if window is None or not prepared:
+            self._store(config, prepared, headers, now)
+            return
+        kept, keys, duplicates = self._deduplicate(config, prepared, window, now)
+        try:
+            self._store(config, kept, headers, now, duplicates)
+        except BaseException:
+            # Not stored, so not accepted: the producer's retry must find the keys free again.
+            self._release(config, keys)
+            raise
+        if duplicates:
+            dims = {"namespace": config.namespace, "broker": config.name}
+            self._metrics.count("duplicate_count", dims, len(duplicates))
+
+    def _deduplicate(
+        self, config: BrokerConfig, events: list[CloudEvent], window: float, now: datetime
+    ) -> tuple[list[CloudEvent], list[tuple[str, str]], list[bytes]]:
+        """(the events to store, the keys claimed for them, the archive records of the rest).
+        Repeats inside the request are collapsed first: one claim call per request."""
+        if self._seen is None:
+            raise UnavailableError("deduplication is configured but no dedup store is wired")
+        first: dict[tuple[str, str], int] = {}
+        for i, event in enumerate(events):
+            first.setdefault((event.source, event.id), i)
+        keys = list(first)
+        fresh = {keys[i] for i in self._seen.claim(_scope(config), keys, window, now.timestamp())}
+        kept: list[CloudEvent] = []
+        records: list[bytes] = []
+        for i, event in enumerate(events):
+            key = (event.source, event.id)
+            if key in fresh and first[key] == i:
+                kept.append(event)
+            else:
+                record = archive.duplicate_record(
+                    config.namespace, config.name, event.id, event.type, event.source, now
+                )
+                records.append(archive.encode_line(record))
+        return kept, [k for k in keys if k in fresh], records
+
+    def _release(self, config: BrokerConfig, keys: list[tuple[str, str]]) -> None:
+        if not keys or self._seen is None:
+            return
+        try:
+            self._seen.release(_scope(config), keys)  # the adapter retries
+        except BrokerError as exc:
+            # The request fails either way; until the window ends, a retry of these events is
+            # taken for a duplicate. Counted and logged with the keys, never silent.
+            dims = {"namespace": config.namespace, "broker": config.name}
+            self._metrics.count("dedup_release_failure_count", dims, len(keys))
+            self._log(
+                f"dedup: could not release {len(keys)} claim(s) of {_scope(config)} "
+                f"({exc.detail}); retries within the window are dropped: "
+                + ", ".join(f"{source} {event_id}" for source, event_id in keys[:10])
+            )
+
+    def _store(
+        self,
+        config: BrokerConfig,
+        prepared: list[CloudEvent],
+        headers: Mapping[str, str],
+        now: datetime,
+        extra_records: Sequence[bytes] = (),
+    ) -> None:
         per_queue: dict[str, list[str]] = {}
         records: list[bytes] = []
         claimed: dict[int, ClaimCheck] = {}
@@ -205,7 +272,7 @@ class Ingress:
                 gone = True
         if gone:
             self._cache.invalidate(config.namespace, config.name)
-        self._archive_quietly(records)
+        self._archive_quietly([*records, *extra_records])
         if self._observe is not None:
             self._observe(config.namespace, config.name, prepared)
 
@@ -279,6 +346,10 @@ class Ingress:
         )
         self._archive_quietly([archive.encode_line(record)])
         return error
+
+
+def _scope(config: BrokerConfig) -> str:
+    return f"{config.namespace}/{config.name}"
 
 
 def _batches(bodies: list[str]) -> list[list[str]]:

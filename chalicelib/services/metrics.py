@@ -23,6 +23,8 @@ COUNTERS = (
     "dead_letter_count",
     "reply_count",
     "archive_failure_count",
+    "duplicate_count",
+    "dedup_release_failure_count",
 )
 LATENCIES = ("event_dispatch_latency_ms",)
 _UNITS = {"Count", "Milliseconds"}

@@ -16,7 +16,7 @@ def test_broker_create_maps_flags_to_annotations_and_delivery(api: RecordingApi,
     r = cli(
         "broker", "create", "orders", "-n", "shop",
         "--ingress-auth", "token", "--max-event-bytes", "1048576", "--legacy-spec-versions",
-        "--annotation", "team=payments",
+        "--annotation", "team=payments", "--dedup-window", "PT5M",
         "--retry", "3", "--backoff-policy", "linear", "--backoff-delay", "PT1S",
         "--dead-letter-sink", "http://dls.example/x",
     )  # fmt: skip
@@ -34,6 +34,7 @@ def test_broker_create_maps_flags_to_annotations_and_delivery(api: RecordingApi,
                 "serverless-broker/ingress-auth": "token",
                 "serverless-broker/max-event-bytes": "1048576",
                 "serverless-broker/legacy-spec-versions": "true",
+                "serverless-broker/dedup-window": "PT5M",
             },
         },
         "spec": {

@@ -4,7 +4,9 @@ against LocalStack's runtime (tests/backends.py)."""
 from __future__ import annotations
 
 import json
+import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -12,7 +14,14 @@ import pytest
 from chalicelib.core.errors import ConflictError, NotFoundError
 from chalicelib.ports import OutgoingMessage
 from tests.backends import AWS_BACKENDS, BACKENDS, aws_env
-from tests.fakes import MemoryArchive, MemoryBlobs, MemoryMappings, MemoryQueues, MemoryStore
+from tests.fakes import (
+    MemoryArchive,
+    MemoryBlobs,
+    MemoryMappings,
+    MemoryQueues,
+    MemorySeenEvents,
+    MemoryStore,
+)
 
 
 def _unique(prefix: str) -> str:
@@ -352,3 +361,68 @@ def test_listing_many_queues_reads_their_attributes_concurrently(aws_clients: An
     assert [q.name for q in listed] == sorted(made)
     assert all(q.arn.endswith(q.name) and q.attributes["VisibilityTimeout"] == "60" for q in listed)
     assert in_flight[1] > 1
+
+
+# ---- SeenEvents (docs/dedup.md) ----------------------------------------------------------------
+
+
+@pytest.fixture(params=BACKENDS)
+def seen(request: pytest.FixtureRequest) -> Any:
+    if request.param == "memory":
+        return MemorySeenEvents()
+    from brokerctl.bootstrap import bootstrap
+    from chalicelib.adapters.dynamodb_seen import DynamoSeenEvents
+
+    settings, clients = aws_env(request, request.param)
+    bootstrap(settings, clients, say=lambda line: None)
+    return DynamoSeenEvents(clients, settings.table_name)
+
+
+NOW = 1_800_000_000.5
+
+
+def test_seen_first_claim_wins_until_the_window_ends(seen: Any) -> None:
+    scope, key = _unique("ns") + "/b", ("/src", "e1")
+    assert seen.claim(scope, [key], 300, NOW) == {0}
+    assert seen.claim(scope, [key], 300, NOW + 1) == set()
+    assert seen.claim(scope, [key], 300, NOW + 299) == set()  # the window is not extended
+    assert seen.claim(_unique("ns") + "/b", [key], 300, NOW + 1) == {0}  # another broker
+    assert seen.claim(scope, [("/other", "e1")], 300, NOW + 1) == {0}  # another source
+    # Expired, though the store may still hold the item (TTL deletion is lazy): fresh again.
+    assert seen.claim(scope, [key], 300, NOW + 301) == {0}
+    assert seen.claim(scope, [key], 300, NOW + 302) == set()
+
+
+def test_seen_batch_answers_per_key(seen: Any) -> None:
+    scope = _unique("ns") + "/b"
+    keys = [("/s", f"k{i}") for i in range(40)]  # more than one transaction's worth
+    assert seen.claim(scope, keys[::2], 60, NOW) == set(range(20))
+    assert seen.claim(scope, keys, 60, NOW) == set(range(1, 40, 2))
+    assert seen.claim(scope, keys, 60, NOW) == set()
+
+
+def test_seen_release_frees_the_keys(seen: Any) -> None:
+    scope = _unique("ns") + "/b"
+    keys = [("/s", "a"), ("/s", "b"), ("/s", "c")]
+    assert seen.claim(scope, keys, 60, NOW) == {0, 1, 2}
+    seen.release(scope, keys[:2])
+    assert seen.claim(scope, keys, 60, NOW) == {0, 1}
+    seen.release(scope, [("/s", "never claimed")])  # nothing to forget is no error
+
+
+@pytest.mark.parametrize("size", [1, 10])
+def test_seen_concurrent_claims_of_one_key_have_one_winner(seen: Any, size: int) -> None:
+    """Copies arriving at the same instant on different containers: each key is won once."""
+    scope = _unique("ns") + "/b"
+    keys = [("/s", f"k{i}") for i in range(size)]
+    start = threading.Barrier(6)
+
+    def claim(_: int) -> set[int]:
+        start.wait()
+        fresh: set[int] = seen.claim(scope, keys, 60, NOW)
+        return fresh
+
+    with ThreadPoolExecutor(6) as pool:
+        results = list(pool.map(claim, range(6)))
+    wins = sorted(i for fresh in results for i in fresh)
+    assert wins == list(range(size)), results

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from chalicelib.core.errors import ConflictError, NotFoundError
+from chalicelib.core.errors import ConflictError, NotFoundError, UnavailableError
 from chalicelib.ports import (
     HttpResponse,
     MappingInfo,
@@ -430,3 +430,44 @@ class RecordingPublisher:
             return PublishResult(False, self._error)
         self.published.append(Published(bootstrap_servers, topic, record, timeout))
         return PublishResult(True)
+
+
+class MemorySeenEvents:
+    """SeenEvents in a dict; ``calls`` counts claim and release calls (one per batch, as the
+    adapter makes at best); ``fail_next`` makes that many calls raise UnavailableError, and
+    ``fail_releases`` every release."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[str, str, str], float] = {}
+        self._lock = threading.Lock()
+        self.calls = 0
+        self.fail_next = 0
+        self.fail_releases = False
+
+    def _call(self) -> None:
+        self.calls += 1
+        if self.fail_next:
+            self.fail_next -= 1
+            raise UnavailableError("seen events: injected failure")
+
+    def claim(
+        self, scope: str, keys: Sequence[tuple[str, str]], window_s: float, now: float
+    ) -> set[int]:
+        with self._lock:
+            self._call()
+            fresh: set[int] = set()
+            for i, (source, event_id) in enumerate(keys):
+                key = (scope, source, event_id)
+                expires = self._seen.get(key)
+                if expires is None or expires <= now:
+                    self._seen[key] = now + window_s
+                    fresh.add(i)
+            return fresh
+
+    def release(self, scope: str, keys: Sequence[tuple[str, str]]) -> None:
+        with self._lock:
+            self._call()
+            if self.fail_releases:
+                raise UnavailableError("seen events: injected release failure")
+            for source, event_id in keys:
+                self._seen.pop((scope, source, event_id), None)

@@ -18,6 +18,7 @@ from tests.fakes import (
     MemoryBlobs,
     MemoryMappings,
     MemoryQueues,
+    MemorySeenEvents,
     MemoryStore,
     ScriptedSender,
 )
@@ -42,6 +43,7 @@ class Harness:
         self.blobs = MemoryBlobs()
         self.archive = MemoryArchive()
         self.sender = ScriptedSender(*answers)
+        self.seen = MemorySeenEvents()
         # cached_property values can be set on the instance: the fakes replace the adapters.
         c.store = self.store  # type: ignore[misc]
         c.queues = self.queues  # type: ignore[misc]
@@ -50,6 +52,7 @@ class Harness:
         c.blob_listing = self.blobs  # type: ignore[misc]
         c.archive = self.archive  # type: ignore[misc]
         c.sender = self.sender  # type: ignore[misc]
+        c.seen_events = self.seen  # type: ignore[misc]
         self.container = c
 
     # ---- control plane shortcuts ----------------------------------------------------------------

@@ -275,6 +275,7 @@ def test_functions_that_ingest_may_write_only_the_event_type_sample(
         st
         for st in policy_files[function]["Statement"]
         if any(a in st["Action"] for a in ("dynamodb:PutItem", "dynamodb:UpdateItem"))
+        and st["Sid"] != "Dedup"  # test_functions_that_ingest_may_claim_dedup_keys
     ]
     assert [st["Action"] for st in writes] == [["dynamodb:PutItem"]]
     leading = writes[0]["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]
@@ -292,3 +293,23 @@ def test_replays_wait_longer_than_the_archive_buffers(
     assert deployed.replay_settle_seconds > buffer
     local = Settings.from_env({"BROKER_STAGE": "local", "BROKER_LOCAL_MODE": "true"})
     assert local.replay_settle_seconds > 1
+
+
+@pytest.mark.parametrize("function", ["api_handler", "delivery", "kafka_ingress"])
+def test_functions_that_ingest_may_claim_dedup_keys(
+    policy_files: dict[str, dict[str, Any]], template: dict[str, Any], function: str
+) -> None:
+    """Every function that ingests (HTTP, replies, Kafka records) claims (source, id) keys of
+    brokers with a dedup window (docs/dedup.md): conditional puts, alone or in a transaction (IAM
+    checks PutItem for each), and batched deletes to release them; those items and no others.
+    Their expiry is the table's TTL attribute, so DynamoDB removes them after the window."""
+    from chalicelib.adapters.dynamodb_seen import KEY_PREFIX, TTL_ATTRIBUTE
+
+    by_sid = {st["Sid"]: st for st in policy_files[function]["Statement"]}
+    dedup = by_sid["Dedup"]
+    assert dedup["Action"] == ["dynamodb:BatchWriteItem", "dynamodb:PutItem"]
+    assert dedup["Resource"] == {"Fn::ImportValue": "serverless-broker-prod-TableArn"}
+    leading = dedup["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]
+    assert leading == [f"{KEY_PREFIX}*"]
+    ttl = template["Resources"]["Table"]["Properties"]["TimeToLiveSpecification"]
+    assert ttl == {"AttributeName": TTL_ATTRIBUTE, "Enabled": True}

@@ -427,3 +427,94 @@ def test_deployed_api_answers_unknown_paths_with_a_404_problem(session: Any) -> 
     assert (problem["status"], problem["title"]) == (404, "No such route")
     assert "POST /{namespace}/{broker}" in problem["detail"]
     assert [s["stageName"] for s in apigw.get_stages(restApiId=api)["item"]] == ["api"]
+
+
+def moto_leftovers(session: Any, template: dict[str, Any], r: Resolver) -> list[str]:
+    """Deletes what moto's stack deletion leaves and AWS's deletes (DeletionPolicy: Delete): the
+    log groups and the claim bucket. Returns their names."""
+    logs, s3 = session.client("logs"), session.client("s3")
+    left = []
+    for logical_id, resource in template["Resources"].items():
+        if resource.get("DeletionPolicy") == "Retain":
+            continue
+        if resource["Type"] == "AWS::Logs::LogGroup":
+            group = r.ref(logical_id)
+            if logs.describe_log_groups(logGroupNamePrefix=group)["logGroups"]:
+                logs.delete_log_group(logGroupName=group)
+                left.append(group)
+        elif resource["Type"] == "AWS::S3::Bucket":
+            bucket = r.ref(logical_id)
+            if bucket in {b["Name"] for b in s3.list_buckets()["Buckets"]}:
+                s3.delete_bucket(Bucket=bucket)
+                left.append(bucket)
+    return left
+
+
+def test_a_destroyed_stage_deploys_again_on_the_table_and_buckets_it_kept(
+    session: Any, template: dict[str, Any]
+) -> None:
+    """deploy -> destroy -> deploy: the second stack adopts what the first one retained, the
+    data is still there and the outputs name the same table and buckets. A stage of its own."""
+    stage, name = "again", deploy.stack_name("again")
+    cfn, ddb, s3 = (session.client(s) for s in ("cloudformation", "dynamodb", "s3"))
+    lines: list[str] = []
+
+    def deploy_stack() -> tuple[dict[str, str], Resolver]:
+        # What infra.deploy.deploy does before `chalice deploy`, with moto's cut of the template.
+        params = {"Stage": stage}
+        params |= deploy.retained(session, template, stage, params, ACCOUNT, say=lines.append)
+        r = prod_resolver(template, **params)
+        body, _ = moto_parts(template, r)
+        stack.deploy(cfn, name, json.dumps(body), params, say=lines.append, poll_seconds=0.05)
+        return stack.outputs(cfn, name), r
+
+    first, first_r = deploy_stack()
+    assert not [line for line in lines if line.startswith("adopting")]
+    ttl = first_r.properties("Table")["TimeToLiveSpecification"]  # moto's stack ignores it
+    ddb.update_time_to_live(TableName=first["TableName"], TimeToLiveSpecification=ttl)
+    item = {"pk": {"S": "broker#default/b1"}, "sk": {"S": "spec"}}
+    ddb.put_item(TableName=first["TableName"], Item=item)
+    s3.put_object(Bucket=first["ArchiveBucketName"], Key="archive/2026/11/26/02/e1", Body=b"e1")
+    s3.put_object(Bucket=first["MetricsBucketName"], Key="metrics/summary.json", Body=b"{}")
+
+    deploy.destroy(session, stage)
+    assert stack.describe(cfn, name) is None
+    moto_leftovers(session, template, first_r)
+    lines.clear()
+    second, r = deploy_stack()
+
+    assert [line for line in lines if line.startswith(("adopting", "warning"))] == [
+        f"adopting table {first['TableName']}, kept by an earlier destroy",
+        f"adopting bucket {first['ArchiveBucketName']}, kept by an earlier destroy",
+        f"adopting bucket {first['MetricsBucketName']}, kept by an earlier destroy",
+    ]
+    assert second == first  # same names, ARNs and locations: the functions' settings hold
+    described = stack.describe(cfn, name)
+    assert described is not None and described["StackStatus"] == "CREATE_COMPLETE"
+    managed = {  # moto lists a resource whose condition is false as an empty entry
+        res.get("LogicalResourceId")
+        for res in cfn.describe_stack_resources(StackName=name)["StackResources"]
+    }
+    assert not {"Table", "ArchiveBucket", "MetricsBucket"} & managed
+    assert {"ClaimBucket", "FirehoseRole", "AlarmTopic"} <= managed
+    assert ddb.get_item(TableName=second["TableName"], Key=item)["Item"] == item
+    archived = s3.get_object(Bucket=second["ArchiveBucketName"], Key="archive/2026/11/26/02/e1")
+    assert archived["Body"].read() == b"e1"
+    assert s3.head_object(Bucket=second["MetricsBucketName"], Key="metrics/summary.json")
+
+    # The archive stream the new stack creates writes into the adopted bucket.
+    firehose = session.client("firehose")
+    firehose.create_delivery_stream(**r.properties("ArchiveStream"))
+    firehose.put_record(
+        DeliveryStreamName=second["ArchiveStreamName"], Record={"Data": b'{"id": "e2"}\n'}
+    )
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=second["ArchiveBucketName"])["Contents"]]
+    assert len(keys) == 2 and all(k.startswith("archive/") for k in keys)
+
+    # Updates keep the Existing... parameters as any other (test_update_keeps_previous_parameters;
+    # moto fails to update a stack whose bucket's condition is false). --delete-data still deletes.
+    firehose.delete_delivery_stream(DeliveryStreamName=second["ArchiveStreamName"])
+    deploy.destroy(session, stage, delete_data=True)
+    assert first["TableName"] not in ddb.list_tables()["TableNames"]
+    left = {b["Name"] for b in s3.list_buckets()["Buckets"]}
+    assert not {first["ArchiveBucketName"], first["MetricsBucketName"]} & left

@@ -253,3 +253,34 @@ def test_top_event_types_break_ties_by_name() -> None:
         {"event_type": "a", "events": 2, "sources": 2},
         {"event_type": "b", "events": 2, "sources": 1},
     ]
+
+
+def test_duplicate_records_are_valid_and_counted_without_changing_a_table(
+    spark: Any, tmp_path: Path
+) -> None:
+    """``duplicate`` records (docs/dedup.md) are neither malformed nor accepted events: the
+    summary counts the events that were repeated (each once), every table stays as it was."""
+    from chalicelib.core import archive
+
+    root = sample.write(tmp_path)
+    repeats = [
+        archive.duplicate_record("ns", "b1", "e1", sample.A, sample.S1, sample.at(10, 5)),
+        archive.duplicate_record("ns", "b1", "e1", sample.A, sample.S1, sample.at(10, 6)),
+        archive.duplicate_record("ns", "b1", "e2", sample.B, sample.S1, sample.at(10, 7)),
+    ]
+    extra = root / "archive/2024/05/01/10/duplicates"
+    extra.write_bytes(archive.encode_lines(repeats))
+    res = pipeline.compute(pipeline.read_archive(spark, [str(root)]))
+    try:
+        s = res.summary
+        assert s["ingress"]["duplicated_events"] == 2
+        assert s["ingress"]["accepted"] == 7
+        assert s["input"]["malformed_by_reason"] == sample.MALFORMED_BY_REASON
+        rows = res.tables["broker_hourly"].collect()
+        got = {
+            (r.broker, _hour(r.hour)): {k: r[k] for k in sample.BROKER_HOURLY[("b1", 10)]}
+            for r in rows
+        }
+        assert got == sample.BROKER_HOURLY
+    finally:
+        res.release()

@@ -46,6 +46,7 @@ def _records() -> dict[str, dict]:
             12.5,
             AT,
         ),
+        "duplicate": archive.duplicate_record("ns", "default", "e-1", "com.x", "/src", AT),
         "delivery_timeout": archive.delivery_record(
             "ns",
             "default",

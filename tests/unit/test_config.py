@@ -40,6 +40,7 @@ def test_local_mode_needs_the_local_stage_and_the_flag(
             {"BROKER_STAGE": "prod", "BROKER_MAPPINGS_ENABLED": "false"},
             ["BROKER_MAPPINGS_ENABLED=false is for local mode only"],
         ),
+        ({**LOCAL, "BROKER_METRICS_REFRESH_SECONDS": "hourly"}, ["BROKER_METRICS_REFRESH"]),
         (
             {"BROKER_CACHE_TTL_SECONDS": "soon", "BROKER_DELIVERY_TIMEOUT_SECONDS": "1e3"},
             ["BROKER_STAGE is not set", "BROKER_CACHE_TTL_SECONDS", "BROKER_DELIVERY_TIMEOUT"],
@@ -70,6 +71,18 @@ def test_an_environment_that_cannot_run_safely_is_refused_with_every_problem(
 def test_a_complete_environment_runs(env: dict[str, str]) -> None:
     settings = Settings.from_env(env)
     assert settings.require_runnable() is settings
+
+
+def test_the_registry_rereads_the_metrics_job_output_every_minute_unless_told() -> None:
+    assert Settings.from_env({"BROKER_STAGE": "prod"}).metrics_refresh_seconds == 60
+    assert (
+        Settings.from_env({**LOCAL, "BROKER_METRICS_REFRESH_SECONDS": "5"}).metrics_refresh_seconds
+        == 5
+    )
+    assert (
+        Settings.from_env({**LOCAL, "BROKER_METRICS_REFRESH_SECONDS": "-1"}).metrics_refresh_seconds
+        == 0
+    )
 
 
 def test_bootstrap_creates_resources_only_in_local_mode() -> None:

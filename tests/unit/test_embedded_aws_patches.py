@@ -163,3 +163,65 @@ def test_firehose_prefixes_render_timestamps_as_aws_does() -> None:
         firehose.FirehoseBackend._format_s3_object_path = saved
     assert re.fullmatch(r"archive/\d{4}/\d{2}/\d{2}/\d{2}/s-1-\d{4}(-\d{2}){5}-[0-9a-f-]{36}", path)
     assert re.fullmatch(r"raw/\d{4}/\d{2}/\d{2}/\d{2}/s-1-\d{4}(-\d{2}){5}-[0-9a-f-]{36}", plain)
+
+
+# ---- DynamoDB: atomic conditional writes, all-or-nothing transactions ---------------------------
+
+
+@pytest.fixture()
+def ddb() -> Iterator[Any]:
+    from moto.dynamodb import models as ddb_models
+
+    saved = {
+        name: ddb_models.DynamoDBBackend.__dict__[name]
+        for name in ("put_item", "delete_item", "update_item", "transact_write_items")
+    }
+    embedded_aws._atomic_dynamodb_writes()
+    backend = ddb_models.dynamodb_backends["000000000042"]["us-east-1"]
+    backend.create_table(
+        "t",
+        schema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        throughput=None,
+        attr=[{"AttributeName": "pk", "AttributeType": "S"}],
+        global_indexes=None,
+        indexes=None,
+        streams=None,
+        billing_mode="PAY_PER_REQUEST",
+        sse_specification=None,
+        tags=[],
+        deletion_protection_enabled=False,
+        warm_throughput=None,
+    )
+    try:
+        yield backend
+    finally:
+        for name, method in saved.items():
+            setattr(ddb_models.DynamoDBBackend, name, method)
+        backend.reset()
+
+
+def _put(pk: str) -> dict[str, Any]:
+    return {
+        "Put": {
+            "TableName": "t",
+            "Item": {"pk": {"S": pk}},
+            "ConditionExpression": "attribute_not_exists(pk)",
+        }
+    }
+
+
+def test_a_cancelled_transaction_writes_nothing_and_keeps_the_table(ddb: Any) -> None:
+    """moto rolls a cancelled transaction back by putting a copy of the table in its place, which
+    would undo another thread's write made meanwhile; the patched one never replaces it."""
+    from moto.dynamodb.exceptions import TransactionCanceledException
+
+    ddb.transact_write_items([_put("a")])
+    table = ddb.tables["t"]
+    with pytest.raises(TransactionCanceledException) as caught:
+        ddb.transact_write_items([_put("b"), _put("a"), _put("c")])
+    reasons = json.loads(caught.value.description)["CancellationReasons"]
+    assert [r["Code"] for r in reasons] == ["None", "ConditionalCheckFailed", "None"]
+    assert ddb.tables["t"] is table
+    assert sorted(i.attrs["pk"].value for i in table.all_items()) == ["a"]
+    ddb.transact_write_items([_put("b"), _put("c")])
+    assert sorted(i.attrs["pk"].value for i in table.all_items()) == ["a", "b", "c"]

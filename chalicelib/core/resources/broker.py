@@ -17,6 +17,7 @@ from chalicelib.core.resources.delivery_spec import (
     DeliverySpec,
     parse_delivery,
 )
+from chalicelib.core.resources.durations import DurationError, parse_duration
 from chalicelib.core.resources.fields import json_object as _object
 from chalicelib.core.resources.fields import string_map as _string_map
 from chalicelib.core.resources.fields import unknown_fields as _unknown_fields
@@ -34,6 +35,9 @@ INGRESS_AUTH_ANNOTATION = "serverless-broker/ingress-auth"
 # trigger's event source mappings (Lambda's range).
 MAX_CONCURRENCY_ANNOTATION = "serverless-broker/max-concurrency"
 MAX_CONCURRENCY_RANGE = (2, 1000)
+# Ingress drops a repeat of (source, id) seen within this ISO-8601 duration (docs/dedup.md).
+DEDUP_WINDOW_ANNOTATION = "serverless-broker/dedup-window"
+MAX_DEDUP_WINDOW_SECONDS = 24 * 3600.0
 # Under Lambda's 6 MB synchronous request cap once base64 and headers are added (DESIGN §2.1).
 DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024
 INGRESS_AUTH_MODES = ("none", "token")
@@ -67,6 +71,12 @@ class Broker:
     @property
     def ingress_auth(self) -> str:
         return self.annotations.get(INGRESS_AUTH_ANNOTATION, "none")
+
+    @property
+    def dedup_window_seconds(self) -> float | None:
+        """None: deduplication is off (the default)."""
+        value = self.annotations.get(DEDUP_WINDOW_ANNOTATION)
+        return parse_duration(value) if value else None
 
 
 def ingress_url(base_url: str, namespace: str, name: str) -> str:
@@ -143,11 +153,13 @@ def _broker_annotations(annotations: dict[str, str], problems: list[Problem]) ->
             Problem(where(INGRESS_AUTH_ANNOTATION), f'must be "none" or "token", got {quote(auth)}')
         )
     max_concurrency_problems(annotations, problems)
+    _dedup_window_problems(annotations, problems)
     known = (
         LEGACY_SPEC_VERSIONS_ANNOTATION,
         MAX_EVENT_BYTES_ANNOTATION,
         INGRESS_AUTH_ANNOTATION,
         MAX_CONCURRENCY_ANNOTATION,
+        DEDUP_WINDOW_ANNOTATION,
     )
     for key in annotations:
         if key.startswith(OWN_ANNOTATION_PREFIX) and key not in known:
@@ -167,6 +179,24 @@ def max_concurrency_problems(annotations: Mapping[str, str], problems: list[Prob
                 f"must be a whole number from {low} to {high} (Lambda's MaximumConcurrency), "
                 f"got {quote(value)}",
             )
+        )
+
+
+def _dedup_window_problems(annotations: Mapping[str, str], problems: list[Problem]) -> None:
+    value = annotations.get(DEDUP_WINDOW_ANNOTATION)
+    if value is None:
+        return
+    where = f"metadata.annotations[{DEDUP_WINDOW_ANNOTATION}]"
+    try:
+        # Bounded before parsing: the duration grammar is linear, but a value is shown back.
+        seconds = parse_duration(value) if len(value) <= 64 else None
+    except DurationError as exc:
+        problems.append(Problem(where, f"{exc} (a window from PT1S to PT24H)"))
+        return
+    if seconds is None or not 1 <= seconds <= MAX_DEDUP_WINDOW_SECONDS:
+        shown = quote(value[:64])
+        problems.append(
+            Problem(where, f"must be an ISO-8601 duration from PT1S to PT24H, got {shown}")
         )
 
 
