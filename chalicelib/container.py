@@ -218,7 +218,7 @@ class Container:
         return ReplayRunner(
             self.replay_resources.resources,
             lambda ns, name: load_broker_config(self.store, prefix, ns, name),
-            self.queues,
+            self.ingress.send_all,
             self.claims,
             self.blobs,
             self.blob_listing,

@@ -311,6 +311,11 @@ class Ingress:
                     f"could not store {len(pending)} event(s) in queue {queue}; retry the request"
                 )
 
+    def send_all(self, queue: str, bodies: list[str]) -> None:
+        """What ingress does with one queue's messages, for replays (services/replays.py): the
+        same batches, retries and UnavailableError when some could not be stored."""
+        self._send_all(queue, bodies)
+
     def _archive_quietly(self, records: list[bytes]) -> None:
         # The archive feeds analytics; an outage there must not refuse events already stored.
         # The archiver retries, then counts and logs what it could not write.
@@ -367,6 +372,3 @@ def _batches(bodies: list[str]) -> list[list[str]]:
     if current:
         batches.append(current)
     return batches
-
-
-message_batches = _batches  # replays (services/replays.py) enqueue with the same bounds

@@ -31,7 +31,6 @@ from chalicelib.core.errors import (
     ConflictError,
     NotFoundError,
     Problem,
-    UnavailableError,
     ValidationError,
 )
 from chalicelib.core.filtering.filters import Filter, build_filter
@@ -39,9 +38,8 @@ from chalicelib.core.names import name_problems
 from chalicelib.core.resources import replay as rp
 from chalicelib.core.resources.broker import Broker
 from chalicelib.core.resources.trigger import Trigger
-from chalicelib.ports import BlobListing, Blobs, OutgoingMessage, QueueSender
+from chalicelib.ports import BlobListing, Blobs
 from chalicelib.services.claims import Claims
-from chalicelib.services.ingress import SEND_ATTEMPTS, message_batches
 from chalicelib.services.metrics import Metrics
 from chalicelib.services.resources import Hooks, Resources, ResourceService, Stored
 from chalicelib.services.routing import BrokerConfig, Route
@@ -187,7 +185,7 @@ class ReplayRunner:
         self,
         replays: Resources[rp.Replay],
         load_config: Callable[[str, str], BrokerConfig | None],
-        queues: QueueSender,
+        send: Callable[[str, list[str]], None],
         claims: Claims,
         blobs: Blobs,
         listing: BlobListing,
@@ -198,7 +196,7 @@ class ReplayRunner:
     ) -> None:
         self._replays = replays
         self._load = load_config
-        self._queues = queues
+        self._send_all = send  # Ingress.send_all: ingress's batches and retries
         self._claims = claims
         self._blobs = blobs
         self._listing = listing
@@ -481,7 +479,7 @@ class ReplayRunner:
         dims = {"namespace": replay.namespace, "broker": replay.broker}
         for queue, bodies in per_queue.items():
             try:
-                self._send_all(queue, bodies)
+                self._send_all(queue, bodies)  # UnavailableError: no checkpoint, sent again
             except NotFoundError:
                 # The trigger was deleted during the replay: as at ingress, its events are dropped.
                 log.warning("replay %s: queue %s is gone (trigger deleted)", replay.name, queue)
@@ -492,20 +490,3 @@ class ReplayRunner:
         if sent:
             self._metrics.count("replay_enqueued_count", dims, sent)
         return sent, missing
-
-    def _send_all(self, queue: str, bodies: list[str]) -> None:
-        for chunk in message_batches(bodies):
-            pending = {str(i): b for i, b in enumerate(chunk)}
-            for _ in range(SEND_ATTEMPTS):
-                try:
-                    failed = self._queues.send_batch(
-                        queue, [OutgoingMessage(i, b) for i, b in pending.items()]
-                    )
-                except UnavailableError:
-                    failed = list(pending)
-                pending = {i: pending[i] for i in failed}
-                if not pending:
-                    break
-            if pending:
-                # Not checkpointed: the next run sends this batch again.
-                raise UnavailableError(f"could not enqueue {len(pending)} replayed event(s)")

@@ -15,6 +15,7 @@ from chalicelib.core.cloudevents.sqs_message import decode_message
 from chalicelib.core.errors import ImmutableFieldError, NotFoundError, ValidationError
 from chalicelib.core.resources.replay import REPLAYS, store_name
 from chalicelib.ports import HttpResponse
+from chalicelib.services.ingress import Ingress
 from chalicelib.services.replays import ReplayRunner, RunnerOptions
 from chalicelib.services.resources import Resources
 from chalicelib.services.routing import load_broker_config
@@ -155,11 +156,14 @@ class _CrashingStore(MemoryStore):
 
 
 def _runner(h: Harness, store: Any, batch: int = 10, queues: Any = None) -> ReplayRunner:
+    """A runner over ``store``, sending as ingress does to ``queues`` (default: the harness's)."""
     prefix = h.settings.queue_prefix
+    c = h.container
+    ingress = Ingress(c.cache, queues or h.queues, c.claims, h.archive, c.metrics)
     return ReplayRunner(
         Resources(store, REPLAYS),
         lambda ns, b: load_broker_config(store, prefix, ns, b),
-        queues or h.queues,
+        ingress.send_all,
         h.container.claims,
         h.blobs,
         h.blobs,
