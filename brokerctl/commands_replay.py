@@ -50,10 +50,20 @@ def add_replay_parser(sub: Any) -> None:
     create.add_argument("name")
     create.add_argument("--broker", default="default", help="broker name (default: default)")
     create.add_argument(
-        "--from", dest="start", type=moment, required=True, metavar="TIME", help="inclusive"
+        "--from",
+        dest="start",
+        type=moment,
+        required=True,
+        metavar="TIME",
+        help="inclusive: RFC 3339 (2026-01-31T12:00:00Z), now, or an age (90s, 15m, 2h, 1d)",
     )
     create.add_argument(
-        "--to", dest="end", type=moment, default="now", metavar="TIME", help="exclusive; now"
+        "--to",
+        dest="end",
+        type=moment,
+        default="now",
+        metavar="TIME",
+        help="exclusive (default: now)",
     )
     create.add_argument(
         "--trigger",
@@ -87,7 +97,9 @@ def add_replay_parser(sub: Any) -> None:
     describe.set_defaults(func=command(_describe))
 
     cancel = verbs.add_parser(
-        "cancel", parents=[conn], help="stop a replay (deletes it; the runner stops at once)"
+        "cancel",
+        parents=[conn],
+        help="stop a replay (deletes it; its runner stops within one batch)",
     )
     cancel.add_argument("name")
     cancel.add_argument("--broker", default="default")
