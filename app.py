@@ -204,6 +204,32 @@ _resource_routes(f"{CP}/triggers", lambda: get_container().triggers)
 _resource_routes(f"{KS}/kafkasources", lambda: get_container().kafka_sources)
 
 
+def _broker_scoped_routes(plural: str, service: Callable[[], Any]) -> None:
+    """``_resource_routes`` for a kind that lives under a broker (replays): list on the
+    collection; read, create-or-replace and delete an item (no POST: the name is in the path)."""
+    prefix = f"{CP}/brokers/{{broker}}/{plural}"
+
+    def collection(namespace: str, broker: str) -> Response:
+        return json_response(service().list(namespace, broker))
+
+    def item(namespace: str, broker: str, name: str) -> Response:
+        method = _method()
+        if method == "GET":
+            return json_response(service().get(namespace, broker, name))
+        if method == "DELETE":
+            return json_response(service().delete(namespace, broker, name))
+        doc, created = service().put(namespace, broker, name, _json_body())
+        return json_response(doc, 201 if created else 200)
+
+    collection.__name__ = collection.__qualname__ = f"broker_{plural}"
+    item.__name__ = item.__qualname__ = f"broker_{plural.rstrip('s')}"
+    _route(prefix, ["GET"])(collection)
+    _route(f"{prefix}/{{name}}", ["GET", "PUT", "DELETE"])(item)
+
+
+_broker_scoped_routes("replays", lambda: get_container().replays)
+
+
 @_route(f"{CP}/triggers/{{name}}/deadletters", ["GET", "DELETE"])
 def dead_letters(namespace: str, name: str) -> Response:
     c = get_container()
@@ -340,6 +366,17 @@ def dead_letter(event: dict[str, Any], context: Any) -> dict[str, Any]:
 @app.lambda_function(name="kafka_ingress")
 def kafka_ingress(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return get_container().kafka_ingress.handle(event, context)
+
+
+# Replays (docs/replay.md): every minute, runs the unfinished replays for up to its budget (its
+# timeout less a margin), checkpointing each batch; a replay longer than one run is continued by
+# the next, from its checkpoint. Runs that overlap take different replays (a lease each).
+REPLAYER_BUDGET_SECONDS = 780.0
+
+
+@app.schedule("rate(1 minute)", name="replayer")
+def replayer(event: Any) -> None:
+    get_container().replay_runner.run_pending(REPLAYER_BUDGET_SECONDS)
 
 
 @app.schedule("rate(5 minutes)", name="reconciler")

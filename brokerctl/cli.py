@@ -15,6 +15,7 @@ from brokerctl.commands_broker import add_broker_parser
 from brokerctl.commands_common import connection_options
 from brokerctl.commands_dlq import add_dlq_parser
 from brokerctl.commands_metrics import add_metrics_parser
+from brokerctl.commands_replay import add_replay_parser
 from brokerctl.commands_send import add_send_parser
 from brokerctl.commands_trigger import add_trigger_parser
 from brokerctl.registry_cmd import add_registry_parser
@@ -102,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_send_parser(sub)
     add_dlq_parser(sub)
     add_metrics_parser(sub)
+    add_replay_parser(sub)
     add_registry_parser(sub)
     add_dev_parser(sub)
     add_event_display_parser(sub)

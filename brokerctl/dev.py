@@ -46,6 +46,9 @@ _print_lock = threading.Lock()
 # with 500 triggers): re-read them at once when the control plane changes one (MAPPING_OPERATIONS),
 # and every two minutes for changes made elsewhere.
 MAPPING_REFRESH_SECONDS = 120.0
+REPLAY_INTERVAL = 0.5
+REPLAY_TURN_SECONDS = 5.0
+REPLAY_IDLE_SECONDS = 30.0
 MAPPING_OPERATIONS = (
     "CreateEventSourceMapping",
     "UpdateEventSourceMapping",
@@ -116,6 +119,38 @@ class _Timer(threading.Thread):
 
     def stop(self) -> None:
         self._halt.set()
+
+
+class _ReplayLoop(threading.Thread):
+    """Runs replays in turns of at most REPLAY_TURN_SECONDS: at once when one is created, every
+    REPLAY_INTERVAL while some are unfinished (waiting for the archive to settle, or longer than
+    a turn), and otherwise idle (a check every REPLAY_IDLE_SECONDS for replays created
+    elsewhere)."""
+
+    def __init__(self, runner: Any, log: Callable[[str], None]) -> None:
+        super().__init__(name="scheduler-replayer", daemon=True)
+        self._runner = runner
+        self._log = log
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        busy = True  # replays left unfinished by an earlier runtime on the same endpoint
+        while not self._halt.is_set():
+            if busy or self._runner.wait_for_work(REPLAY_IDLE_SECONDS):
+                if self._halt.is_set():
+                    return
+                try:
+                    self._runner.run_pending(REPLAY_TURN_SECONDS)
+                    busy = self._runner.unfinished > 0
+                except Exception as exc:  # retried from its checkpoint in half a second
+                    self._log(f"replayer: {type(exc).__name__}: {exc}")
+                    busy = True
+            if busy:
+                self._halt.wait(REPLAY_INTERVAL)
+
+    def stop(self) -> None:
+        self._halt.set()
+        self._runner.wake()
 
 
 def scheduled_event(region: str) -> dict[str, object]:
@@ -236,6 +271,11 @@ class LocalRuntime:
         )
         timer.start()
         self._stack.append(timer.stop)
+        # The replayer (app.py, a one-minute schedule on AWS), woken by each new replay and
+        # running short turns while replays are unfinished (docs/replay.md).
+        replays = _ReplayLoop(container.replay_runner, say)
+        replays.start()
+        self._stack.append(replays.stop)
         server = AppServer(chalice_app.app, opts.host, opts.port, say)
         server.start()
         self._stack.append(server.stop)

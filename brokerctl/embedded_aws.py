@@ -43,6 +43,44 @@ def _disable_moto_lambda_invocation() -> None:
     models.Queue.lambda_event_source_mappings = property(_get, _set)  # type: ignore[assignment]
 
 
+_JAVA_DATE = (("yyyy", "%Y"), ("MM", "%m"), ("dd", "%d"), ("HH", "%H"), ("mm", "%M"), ("ss", "%S"))
+
+
+def _render_firehose_timestamp_prefixes() -> None:
+    """Firehose evaluates ``!{timestamp:yyyy/MM/dd/HH}`` in an S3 prefix and then adds no date
+    folder of its own; moto keeps the expression as text and appends ``YYYY/MM/DD/HH/``. Objects
+    land where AWS puts them (``archive/2026/01/31/12/...``), so that a replay lists the hours of
+    its range locally as on AWS (docs/replay.md)."""
+    import re
+
+    from moto.core.utils import utcnow
+    from moto.firehose import models
+    from moto.moto_api._internal import mock_random
+
+    expression = re.compile(r"!\{timestamp:([^}]*)\}")
+
+    def strftime(java: str, now: Any) -> str:
+        for token, directive in _JAVA_DATE:
+            java = java.replace(token, directive)
+        return str(now.strftime(java))
+
+    def _format_s3_object_path(delivery_stream_name: str, version_id: str, prefix: str) -> str:
+        now = utcnow()
+        if expression.search(prefix):
+            folder = expression.sub(lambda m: strftime(m.group(1), now), prefix)
+        else:
+            folder = f"{prefix}{'' if prefix.endswith('/') or not prefix else '/'}"
+            folder += now.strftime("%Y/%m/%d/%H/")
+        return (
+            f"{folder}{delivery_stream_name}-{version_id}-"
+            f"{now.strftime('%Y-%m-%d-%H-%M-%S')}-{mock_random.uuid4()}"
+        )
+
+    models.FirehoseBackend._format_s3_object_path = staticmethod(  # type: ignore[method-assign]
+        _format_s3_object_path
+    )
+
+
 def _read_retention_directly() -> None:
     """moto checks each message it hands out against the queue's retention period by computing
     every attribute of the queue, three of which walk all its messages: a receive from a queue
@@ -359,6 +397,7 @@ def serve(host: str, port: int) -> None:
     from brokerctl.kafka_local import allow_kafka_mappings_in_moto
 
     _disable_moto_lambda_invocation()
+    _render_firehose_timestamp_prefixes()
     _read_retention_directly()
     _lock_deletes()
     _compute_queue_attributes_on_demand()

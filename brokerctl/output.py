@@ -24,6 +24,11 @@ def _console(stderr: bool = False) -> Any:
     return Console(file=stream, width=width, highlight=False, soft_wrap=False)
 
 
+def stderr_console() -> Any:
+    """For progress bars: stdout stays the command's output."""
+    return _console(stderr=True)
+
+
 def emit(doc: Any, fmt: str) -> None:
     """The document as JSON or YAML on stdout."""
     if fmt == "yaml":

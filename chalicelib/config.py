@@ -75,6 +75,10 @@ class Settings:
     # archiver.py); 0, the default for deployed functions: written before the function answers.
     archive_batch_seconds: float = 0.0
     subscriber_allowlist: tuple[str, ...] = field(default_factory=tuple)
+    # Replays (docs/replay.md) start this long after their spec.to, when the archive holds every
+    # record of the range: Firehose's buffer interval plus a margin (the template's
+    # ArchiveBufferSeconds is 300), or the local runtime's archive batching plus a margin.
+    replay_settle_seconds: float = 2.0
     # False: SQS event source mappings are created disabled, because something else consumes the
     # trigger queues (the local runtime's pollers, against an emulator such as LocalStack whose own
     # pollers would otherwise compete and spend receive counts, i.e. attempts).
@@ -138,6 +142,16 @@ class Settings:
             archive_batch_seconds=max(
                 0.0, float(number("BROKER_ARCHIVE_BATCH_SECONDS", "0", float))
             ),
+            replay_settle_seconds=max(
+                0.0,
+                float(
+                    number(
+                        "BROKER_REPLAY_SETTLE_SECONDS",
+                        "2" if _local_mode(env, stage) else "360",
+                        float,
+                    )
+                ),
+            ),
             metrics_location=env.get("BROKER_METRICS_LOCATION")
             or (f"s3://{base}-metrics/metrics/" if stage == "local" else None),
             metrics_refresh_seconds=max(
@@ -187,6 +201,7 @@ def _environment_problems(env: Mapping[str, str], stage: str) -> tuple[str, ...]
         ("BROKER_CACHE_TTL_SECONDS", float),
         ("BROKER_DELIVERY_TIMEOUT_SECONDS", int),
         ("BROKER_ARCHIVE_BATCH_SECONDS", float),
+        ("BROKER_REPLAY_SETTLE_SECONDS", float),
         ("BROKER_METRICS_REFRESH_SECONDS", float),
     ):
         value = env.get(name)

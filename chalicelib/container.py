@@ -12,9 +12,11 @@ from chalicelib.adapters.aws_clients import AwsClients
 from chalicelib.config import Settings
 from chalicelib.core.resources.broker import BROKERS, Broker
 from chalicelib.core.resources.kafka_source import KAFKA_SOURCES, KafkaSource
+from chalicelib.core.resources.replay import REPLAYS, Replay
 from chalicelib.core.resources.trigger import TRIGGERS, Trigger
 from chalicelib.ports import (
     Archive,
+    BlobListing,
     Blobs,
     HttpSender,
     KafkaPublisher,
@@ -35,6 +37,7 @@ from chalicelib.services.kafka_sources import KafkaSourceHooks
 from chalicelib.services.metrics import Metrics
 from chalicelib.services.provisioner import Provisioner
 from chalicelib.services.registry import Registry
+from chalicelib.services.replays import ReplayHooks, ReplayRunner, ReplayService, RunnerOptions
 from chalicelib.services.resources import Resources, ResourceService
 from chalicelib.services.routing import ROUTING_KINDS, ConfigCache, load_broker_config
 from chalicelib.services.shared_sends import SharedSends
@@ -114,7 +117,8 @@ class Container:
 
     @cached_property
     def claims(self) -> Claims:
-        return Claims(self.blobs, self.settings.claim_bucket, self.settings.claim_prefix)
+        s = self.settings
+        return Claims(self.blobs, s.claim_bucket, s.claim_prefix, archive_bucket=s.archive_bucket)
 
     @cached_property
     def ingress(self) -> Ingress:
@@ -184,6 +188,46 @@ class Container:
     @cached_property
     def kafka_sources(self) -> ResourceService[KafkaSource]:
         return ResourceService(self.kafka_source_hooks.sources, self.kafka_source_hooks)
+
+    # ---- replays (docs/replay.md) ----------------------------------------------------------------
+
+    @cached_property
+    def replay_resources(self) -> ResourceService[Replay]:
+        cp = self.control_plane
+        hooks = ReplayHooks(
+            Resources(self.store, REPLAYS),
+            cp.brokers,
+            cp.triggers,
+            notify=lambda: self.replay_runner.wake(),
+        )
+        return ResourceService(hooks.replays, hooks)
+
+    @cached_property
+    def replays(self) -> ReplayService:
+        return ReplayService(self.replay_resources)
+
+    @cached_property
+    def blob_listing(self) -> BlobListing:
+        from chalicelib.adapters.s3_blobs import S3Blobs
+
+        return S3Blobs(self.clients)
+
+    @cached_property
+    def replay_runner(self) -> ReplayRunner:
+        prefix = self.settings.queue_prefix
+        return ReplayRunner(
+            self.replay_resources.resources,
+            lambda ns, name: load_broker_config(self.store, prefix, ns, name),
+            self.ingress.send_all,
+            self.claims,
+            self.blobs,
+            self.blob_listing,
+            self.metrics,
+            RunnerOptions(
+                archive_bucket=self.settings.archive_bucket,
+                settle_seconds=self.settings.replay_settle_seconds,
+            ),
+        )
 
     # ---- xRegistry (DESIGN.md §9) ---------------------------------------------------------------
 

@@ -139,6 +139,21 @@ SCHEMAS: dict[str, Any] = {
             delivery=_ref("Delivery"),
         ),
     ),
+    "Replay": _obj(
+        ["spec"],
+        apiVersion={"const": "eventing.knative.dev/v1"},
+        kind={"const": "Replay"},
+        metadata=_ref("ObjectMeta"),
+        spec=_obj(
+            ["from", "to"],
+            **{
+                "from": {"type": "string", "format": "date-time", "description": "inclusive"},
+                "to": {"type": "string", "format": "date-time", "description": "exclusive"},
+            },
+            triggers={"type": "array", "items": _ref("Name")},
+            filters={"type": "array", "items": _ref("Filter")},
+        ),
+    ),
     "Resource": _obj(
         ["apiVersion", "kind", "metadata"],
         apiVersion={"type": "string"},
@@ -316,6 +331,19 @@ def _paths() -> dict[str, dict[str, Any]]:
         },
         f"{CP}/brokers/{{name}}/tokens/{{token_id}}": {
             "delete": _op("revokeToken", "revoke an ingress token", obj)
+        },
+        f"{CP}/brokers/{{broker}}/replays": {
+            "get": _op("listReplays", "the broker's replays", {"200": _json("ResourceList")})
+        },
+        f"{CP}/brokers/{{broker}}/replays/{{name}}": {
+            "get": _op("getReplay", "a replay with its progress", {"200": _json("Resource")}),
+            "put": _op(
+                "putReplay",
+                "create (201) a replay of archived events; the spec cannot change (422)",
+                {"200": _json("Resource"), "201": _json("Resource")},
+                body="Replay",
+            ),
+            "delete": _op("cancelReplay", "cancel (delete) a replay", {"200": _json("Status")}),
         },
         **_crud("KafkaSource", "Kafka sources", KS, "KafkaSource"),
         f"{KS}/{{name}}/failures": {

@@ -167,6 +167,16 @@ class Blobs(Protocol):
     def delete(self, bucket: str, key: str) -> None: ...
 
 
+class BlobListing(Protocol):
+    """Keys of a bucket in lexicographic order (S3 ListObjectsV2), for reading the archive back."""
+
+    def list_keys(
+        self, bucket: str, prefix: str, start_after: str, limit: int
+    ) -> builtins.list[str]:
+        """Up to ``limit`` keys under ``prefix`` that sort after ``start_after``, in order."""
+        ...
+
+
 class Archive(Protocol):
     """The event archive (Firehose → S3). ``put`` takes already-encoded JSON-lines records."""
 

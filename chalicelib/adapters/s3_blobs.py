@@ -28,3 +28,24 @@ class S3Blobs:
     def delete(self, bucket: str, key: str) -> None:
         with translated(f"delete s3://{bucket}/{key}"):
             self._s3.delete_object(Bucket=bucket, Key=key)
+
+    def list_keys(self, bucket: str, prefix: str, start_after: str, limit: int) -> list[str]:
+        keys: list[str] = []
+        token: str | None = None
+        with translated(f"list s3://{bucket}/{prefix}"):
+            while len(keys) < limit:
+                kwargs: dict[str, Any] = {
+                    "Bucket": bucket,
+                    "Prefix": prefix,
+                    "MaxKeys": min(1000, limit - len(keys)),
+                }
+                if token:
+                    kwargs["ContinuationToken"] = token
+                elif start_after:
+                    kwargs["StartAfter"] = start_after
+                page = self._s3.list_objects_v2(**kwargs)
+                keys += [str(o["Key"]) for o in page.get("Contents", [])]
+                token = page.get("NextContinuationToken")
+                if not page.get("IsTruncated") or not token:
+                    break
+        return keys[:limit]

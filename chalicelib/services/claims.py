@@ -25,11 +25,20 @@ def address(claim: ClaimCheck) -> str:
     return f"s3://{claim.bucket}/{claim.key}"
 
 
+# Where the archive keeps the whole of each event it archives by reference (docs/replay.md): in
+# the archive bucket, whose lifecycle keeps objects as long as archive records (claims/ expire
+# after ClaimRetentionDays, as queued messages do).
+ARCHIVED_PREFIX = "archive-payloads/"
+
+
 class Claims:
-    def __init__(self, blobs: Blobs, bucket: str, prefix: str) -> None:
+    def __init__(
+        self, blobs: Blobs, bucket: str, prefix: str, archive_bucket: str | None = None
+    ) -> None:
         self._blobs = blobs
         self._bucket = bucket
         self._prefix = prefix
+        self._archive_bucket = archive_bucket
 
     def message_body(
         self,
@@ -62,6 +71,18 @@ class Claims:
             if claimed is not None:
                 claimed[id(event)] = claim
         return claim
+
+    def archived(
+        self, namespace: str, broker: str, event: CloudEvent, claimed: dict[int, ClaimCheck]
+    ) -> ClaimCheck:
+        """The copy of a large event its archive record refers to (``dataref``): kept as long as
+        the archive when an archive bucket is set; else the queue's claim (which expires)."""
+        if self._archive_bucket is None:
+            return self.claim(namespace, broker, event, claimed)
+        key = f"{ARCHIVED_PREFIX}{namespace}/{broker}/{uuid.uuid4()}.json"
+        data = encode_event_blob(event)
+        self._blobs.put(self._archive_bucket, key, data)
+        return ClaimCheck(bucket=self._archive_bucket, key=key, size=len(data))
 
     def put(self, path: str, data: bytes) -> ClaimCheck:
         """Store ``data`` under the claim prefix."""

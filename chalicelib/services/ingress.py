@@ -254,7 +254,8 @@ class Ingress:
                 per_queue.setdefault(route.queue, []).append((body, group))
             dataref = None
             if size > INLINE_LIMIT:  # archived by reference, as it travels (DESIGN.md §12)
-                dataref = address(self._claims.claim(config.namespace, config.name, event, claimed))
+                kept = self._claims.archived(config.namespace, config.name, event, claimed)
+                dataref = address(kept)
             record = archive.accepted_record(
                 config.namespace,
                 config.name,
@@ -323,6 +324,11 @@ class Ingress:
                 raise UnavailableError(
                     f"could not store {len(pending)} event(s) in queue {queue}; retry the request"
                 )
+
+    def send_all(self, queue: str, bodies: list[str]) -> None:
+        """What ingress does with one queue's messages, for replays (services/replays.py): the
+        same batches, retries and UnavailableError when some could not be stored."""
+        self._send_all(queue, bodies)
 
     def _archive_quietly(self, records: list[bytes]) -> None:
         # The archive feeds analytics; an outage there must not refuse events already stored.

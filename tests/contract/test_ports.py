@@ -268,6 +268,22 @@ def test_blobs_round_trip(blobs_and_bucket: Any) -> None:
         blobs.get(bucket, "claims/a.json")
 
 
+def test_blobs_list_keys_in_order_after_a_key_within_a_limit(blobs_and_bucket: Any) -> None:
+    blobs, bucket = blobs_and_bucket
+    keys = [f"archive/2026/01/01/{h:02d}/obj-{i}" for h in (3, 1, 2) for i in (2, 1)]
+    for key in keys:
+        blobs.put(bucket, key, b"x")
+    blobs.put(bucket, "other/2026/01/01/02/obj", b"x")
+    assert blobs.list_keys(bucket, "archive/", "", 100) == sorted(keys)
+    after = blobs.list_keys(bucket, "archive/", "archive/2026/01/01/02/", 3)
+    assert after == [
+        "archive/2026/01/01/02/obj-1",
+        "archive/2026/01/01/02/obj-2",
+        "archive/2026/01/01/03/obj-1",
+    ]
+    assert blobs.list_keys(bucket, "archive/", "archive/2026/01/01/03/obj-2", 10) == []
+
+
 @pytest.mark.parametrize("backend", AWS_BACKENDS)
 def test_archive_accepts_batches(backend: str, request: pytest.FixtureRequest) -> None:
     """The memory archive keeps records; the Firehose adapter delivers them to the S3 bucket."""

@@ -389,6 +389,10 @@ class MemoryBlobs:
     def delete(self, bucket: str, key: str) -> None:
         self.objects.pop((bucket, key), None)
 
+    def list_keys(self, bucket: str, prefix: str, start_after: str, limit: int) -> list[str]:
+        keys = sorted(k for b, k in self.objects if b == bucket and k.startswith(prefix))
+        return [k for k in keys if k > start_after][:limit]
+
 
 class MemoryArchive:
     """Firehose as the adapter presents it: records over 1,000 KiB are refused (the others kept),

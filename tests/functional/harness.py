@@ -49,6 +49,7 @@ class Harness:
         c.queues = self.queues  # type: ignore[misc]
         c.mappings = self.mappings  # type: ignore[misc]
         c.blobs = self.blobs  # type: ignore[misc]
+        c.blob_listing = self.blobs  # type: ignore[misc]
         c.archive = self.archive  # type: ignore[misc]
         c.sender = self.sender  # type: ignore[misc]
         c.seen_events = self.seen  # type: ignore[misc]

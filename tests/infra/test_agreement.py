@@ -282,6 +282,19 @@ def test_functions_that_ingest_may_write_only_the_event_type_sample(
     assert leading == [f"{SAMPLE_KIND}#*"]
 
 
+def test_replays_wait_longer_than_the_archive_buffers(
+    chalice_config: dict[str, Any], template: dict[str, Any]
+) -> None:
+    """A replay starts BROKER_REPLAY_SETTLE_SECONDS after its range ends, when Firehose has
+    written every record of it (docs/replay.md): longer than the buffer interval, deployed and
+    locally (where the archive is batched for BROKER_ARCHIVE_BATCH_SECONDS=1)."""
+    buffer = int(template["Parameters"]["ArchiveBufferSeconds"]["Default"])
+    deployed = Settings.from_env(_stage_env(chalice_config, STAGE))
+    assert deployed.replay_settle_seconds > buffer
+    local = Settings.from_env({"BROKER_STAGE": "local", "BROKER_LOCAL_MODE": "true"})
+    assert local.replay_settle_seconds > 1
+
+
 @pytest.mark.parametrize("function", ["api_handler", "delivery", "kafka_ingress"])
 def test_functions_that_ingest_may_claim_dedup_keys(
     policy_files: dict[str, dict[str, Any]], template: dict[str, Any], function: str

@@ -265,7 +265,7 @@ def test_log_groups_have_retention(deployed: dict[str, str], session: Any) -> No
         g["logGroupName"]: g.get("retentionInDays")
         for g in session.client("logs").describe_log_groups()["logGroups"]
     }
-    for fn in ("", "-delivery", "-dead_letter", "-reconciler", "-kafka_ingress"):
+    for fn in ("", "-delivery", "-dead_letter", "-reconciler", "-kafka_ingress", "-replayer"):
         assert groups[f"/aws/lambda/serverless-broker-prod{fn}"] == 30
 
 

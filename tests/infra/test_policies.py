@@ -29,7 +29,10 @@ KAFKA = _A.format(service="kafka")
 # Deployed Lambda names (Chalice names the API handler <app>-<stage>).
 LAMBDAS = (
     f"serverless-broker-{STAGE}",
-    *(f"serverless-broker-{STAGE}-{fn}" for fn in ("delivery", "dead_letter", "reconciler")),
+    *(
+        f"serverless-broker-{STAGE}-{fn}"
+        for fn in ("delivery", "dead_letter", "reconciler", "replayer")
+    ),
     f"serverless-broker-{STAGE}-kafka_ingress",
 )
 QUEUE_RW = {
@@ -118,6 +121,11 @@ ALLOWLIST: dict[str, Allowed] = {
     f"{ARCHIVE}/archive/*": _allow(
         {"s3:AbortMultipartUpload", "s3:GetObject", "s3:PutObject"},
         "Firehose writes hourly archive objects with generated names; the Glue job reads them",
+    ),
+    f"{ARCHIVE}/archive-payloads/*": _allow(
+        {"s3:GetObject", "s3:PutObject"},
+        "the archive's copy of each large event, one object per event (docs/replay.md): "
+        "written by the functions that ingest, read by the replayer",
     ),
     f"{ARCHIVE}/archive-errors/*": _allow(
         {"s3:AbortMultipartUpload", "s3:GetObject", "s3:PutObject"},

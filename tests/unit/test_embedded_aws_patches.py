@@ -144,6 +144,27 @@ def test_remembered_attribute_names_give_the_same_answers() -> None:
         serialize.XFormedAttributePicker.get_possible_keys = saved[1]  # type: ignore[method-assign]
 
 
+def test_firehose_prefixes_render_timestamps_as_aws_does() -> None:
+    """``archive/!{timestamp:yyyy/MM/dd/HH}/`` becomes the hour's folder, with no second date
+    folder after it (a replay lists the hours of its range; docs/replay.md); a prefix without
+    an expression keeps moto's (and Firehose's) default date folder."""
+    import re
+
+    from moto.firehose import models as firehose
+
+    saved = firehose.FirehoseBackend.__dict__["_format_s3_object_path"]
+    embedded_aws._render_firehose_timestamp_prefixes()
+    try:
+        path = firehose.FirehoseBackend._format_s3_object_path(
+            "s", "1", "archive/!{timestamp:yyyy/MM/dd/HH}/"
+        )
+        plain = firehose.FirehoseBackend._format_s3_object_path("s", "1", "raw")
+    finally:
+        firehose.FirehoseBackend._format_s3_object_path = saved
+    assert re.fullmatch(r"archive/\d{4}/\d{2}/\d{2}/\d{2}/s-1-\d{4}(-\d{2}){5}-[0-9a-f-]{36}", path)
+    assert re.fullmatch(r"raw/\d{4}/\d{2}/\d{2}/\d{2}/s-1-\d{4}(-\d{2}){5}-[0-9a-f-]{36}", plain)
+
+
 # ---- DynamoDB: atomic conditional writes, all-or-nothing transactions ---------------------------
 
 

@@ -261,3 +261,6 @@ def _previous_conditions(previous: Mapping[str, Any] | None) -> list[Condition]:
         if isinstance(raw, Mapping) and "type" in raw and "status" in raw:
             out.append(Condition.from_json(raw))
     return out
+
+
+previous_conditions = _previous_conditions  # for the kinds in other modules (replay.py)

@@ -1,0 +1,492 @@
+"""Replays (docs/replay.md): the resource under its broker, and the runner that reads the archive
+back into the chosen triggers' queues.
+
+The runner works in bounded runs (one Lambda invocation, or a turn of the local runtime's thread).
+A run takes the replay's lease, then repeats: read the next batch (≤ ``batch_events`` selected
+events, or the rest of an archive object), send it to the queues, checkpoint the position in the
+replay's stored state with optimistic versioning. A crash between a send and its checkpoint
+re-sends that one batch on the next run; nothing is skipped. A DELETE removes the replay: the
+next checkpoint finds it gone and the run stops.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from chalicelib import logs
+from chalicelib.core import archive_reader as reader
+from chalicelib.core.archive import rfc3339
+from chalicelib.core.clock import utcnow
+from chalicelib.core.cloudevents import codec
+from chalicelib.core.cloudevents.event import CloudEvent
+from chalicelib.core.cloudevents.sqs_message import decode_event_blob
+from chalicelib.core.errors import (
+    BrokerError,
+    ConflictError,
+    NotFoundError,
+    Problem,
+    ValidationError,
+)
+from chalicelib.core.filtering.filters import Filter, build_filter
+from chalicelib.core.names import name_problems
+from chalicelib.core.resources import replay as rp
+from chalicelib.core.resources.broker import Broker
+from chalicelib.core.resources.trigger import Trigger
+from chalicelib.ports import BlobListing, Blobs
+from chalicelib.services.claims import Claims
+from chalicelib.services.metrics import Metrics
+from chalicelib.services.resources import Hooks, Resources, ResourceService, Stored
+from chalicelib.services.routing import BrokerConfig, Route
+
+log = logs.get("replays")
+
+LIST_PAGE = 1000
+BATCH_EVENTS = 10
+
+
+class ReplayHooks(Hooks[rp.Replay]):
+    """A replay's status from the runner's state, and admission: its broker and named triggers
+    exist when it is created."""
+
+    def __init__(
+        self,
+        replays: Resources[rp.Replay],
+        brokers: Resources[Broker],
+        triggers: Resources[Trigger],
+        clock: Callable[[], datetime] = utcnow,
+        notify: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.replays = replays
+        self._brokers = brokers
+        self._triggers = triggers
+        self._clock = clock
+        self._notify = notify  # a runner in this process (local mode) starts at once
+
+    def saved(self, stored: Stored[rp.Replay], existed: bool) -> Stored[rp.Replay]:
+        if not existed:
+            self._notify()
+        return stored
+
+    def initial_state(self, now: datetime) -> dict[str, Any]:
+        return {"phase": rp.PENDING}
+
+    def check(self, resource: rp.Replay) -> None:
+        if self._brokers.get(resource.namespace, resource.broker) is None:
+            raise NotFoundError(f'broker "{resource.namespace}/{resource.broker}" does not exist')
+        missing = self._missing(resource)
+        if missing:
+            raise ValidationError(
+                [
+                    Problem(
+                        f"spec.triggers[{resource.triggers.index(t)}]",
+                        f'broker "{resource.broker}" has no trigger "{t}"',
+                    )
+                    for t in missing
+                ]
+            )
+
+    def status(self, stored: Stored[rp.Replay]) -> dict[str, Any]:
+        replay = stored.resource
+        finished = rp.is_finished(stored.state)
+        return rp.replay_status(
+            replay,
+            stored.state,
+            broker_exists=finished
+            or self._brokers.get(replay.namespace, replay.broker) is not None,
+            missing_triggers=() if finished else self._missing(replay),
+            now=self._clock(),
+            previous=stored.status,
+        )
+
+    def _missing(self, replay: rp.Replay) -> tuple[str, ...]:
+        if not replay.triggers:
+            return ()
+        have = {
+            s.resource.name
+            for s in self._triggers.list(replay.namespace)
+            if s.resource.broker == replay.broker
+        }
+        return tuple(t for t in replay.triggers if t not in have)
+
+
+class ReplayService:
+    """The generic resource service for replays, addressed under their broker."""
+
+    def __init__(self, service: ResourceService[rp.Replay]) -> None:
+        self.service = service
+
+    def list(self, namespace: str, broker: str) -> dict[str, Any]:
+        _check_names(broker)
+        doc = self.service.list(namespace)
+        doc["items"] = [i for i in doc["items"] if i["metadata"].get("broker") == broker]
+        return doc
+
+    def get(self, namespace: str, broker: str, name: str) -> dict[str, Any]:
+        _check_names(broker, name)
+        return self.service.get(namespace, rp.store_name(broker, name))
+
+    def put(self, namespace: str, broker: str, name: str, body: Any) -> tuple[dict[str, Any], bool]:
+        return self.service.put(namespace, rp.store_name(broker, name), body)
+
+    def delete(self, namespace: str, broker: str, name: str) -> dict[str, Any]:
+        """Cancels: the runner stops at its next checkpoint."""
+        _check_names(broker, name)
+        doc = self.service.delete(namespace, rp.store_name(broker, name))
+        doc["details"]["name"] = name
+        return doc
+
+
+def _check_names(broker: str, name: str | None = None) -> None:
+    problems = name_problems(broker, "path.broker", what="broker name")
+    if name is not None:
+        problems += name_problems(name, "path.name")
+    if problems:
+        raise ValidationError(problems)
+
+
+# ---- the runner ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunnerOptions:
+    archive_bucket: str
+    archive_prefix: str = "archive/"
+    # How long after ``spec.to`` the archive holds every record of the range (Firehose's buffer
+    # interval plus a margin; the local runtime's 1 s archive batching plus a margin).
+    settle_seconds: float = 2.0
+    batch_events: int = BATCH_EVENTS
+    lease_seconds: float = 960.0  # longer than any run: a crashed run's lease expires after it
+
+
+@dataclass
+class _Batch:
+    events: list[tuple[Mapping[str, Any], CloudEvent | None]]  # (record, event) selected
+    read: int  # selected records read (events_read)
+    position: reader.Position  # after the batch
+    end: bool  # the range is exhausted
+
+
+_END = object()  # the end of an archive object, after its last record
+_Item = Mapping[str, Any] | None | object
+
+
+class _LostLeaseError(Exception):
+    """The replay was deleted (cancelled), re-created, or taken by another run."""
+
+
+class ReplayRunner:
+    def __init__(
+        self,
+        replays: Resources[rp.Replay],
+        load_config: Callable[[str, str], BrokerConfig | None],
+        send: Callable[[str, list[str]], None],
+        claims: Claims,
+        blobs: Blobs,
+        listing: BlobListing,
+        metrics: Metrics,
+        options: RunnerOptions,
+        clock: Callable[[], datetime] = utcnow,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._replays = replays
+        self._load = load_config
+        self._send_all = send  # Ingress.send_all: ingress's batches and retries
+        self._claims = claims
+        self._blobs = blobs
+        self._listing = listing
+        self._metrics = metrics
+        self._options = options
+        self._clock = clock
+        self._monotonic = monotonic
+        self._owner = str(uuid.uuid4())
+        self._work = threading.Event()
+        self.unfinished = 0  # after the last run_pending: replays it left unfinished
+
+    def wake(self) -> None:
+        """A replay was created: a runner waiting in ``wait_for_work`` runs at once."""
+        self._work.set()
+
+    def wait_for_work(self, timeout: float) -> bool:
+        woken = self._work.wait(timeout)
+        self._work.clear()
+        return woken
+
+    def run_pending(self, budget_s: float) -> list[str]:
+        """Run every unfinished replay in turn within ``budget_s``; the ones finished now."""
+        deadline = self._monotonic() + budget_s
+        done: list[str] = []
+        unfinished = [s for s in self._replays.list() if not rp.is_finished(s.state)]
+        self.unfinished = len(unfinished)
+        for stored in unfinished:
+            left = deadline - self._monotonic()
+            if left <= 0:
+                break
+            replay = stored.resource
+            try:
+                if self.run(replay.namespace, replay.broker, replay.short_name, left):
+                    done.append(f"{replay.namespace}/{replay.name}")
+                    self.unfinished -= 1
+            except BrokerError as exc:  # retried by the next run, from its checkpoint
+                log.warning("replay %s/%s: %s", replay.namespace, replay.name, exc.detail)
+                self._metrics.count("replay_error_count", {"namespace": replay.namespace})
+            except Exception:  # a bug must not stop the other replays; retried next run
+                log.exception("replay %s/%s failed", replay.namespace, replay.name)
+                self._metrics.count("replay_error_count", {"namespace": replay.namespace})
+        return done
+
+    def run(self, namespace: str, broker: str, name: str, budget_s: float) -> bool:
+        """Advance one replay for at most about ``budget_s`` seconds (plus one batch); True when
+        it is finished (succeeded, failed or cancelled)."""
+        deadline = self._monotonic() + budget_s
+        stored = self._replays.get(namespace, rp.store_name(broker, name))
+        if stored is None:
+            return True  # deleted: cancelled
+        if rp.is_finished(stored.state):
+            return True
+        now = self._clock()
+        ready_at = stored.resource.end_time + timedelta(seconds=self._options.settle_seconds)
+        if now < ready_at:
+            self._note_waiting(stored, ready_at)
+            return False
+        leased = self._acquire(stored, now)
+        if leased is None:
+            return False
+        try:
+            return self._run(leased, deadline)
+        except _LostLeaseError:
+            log.info("replay %s/%s stopped: cancelled or taken over", namespace, name)
+            return True
+
+    # ---- the lease ------------------------------------------------------------------------------
+
+    def _acquire(self, stored: Stored[rp.Replay], now: datetime) -> Stored[rp.Replay] | None:
+        state = stored.state
+        until = state.get("lease_until")
+        if until and state.get("lease_owner") != self._owner and rp.parse_time(str(until)) > now:
+            return None  # another run holds it
+        new = dict(state)
+        new.update(
+            phase=rp.RUNNING,
+            lease_owner=self._owner,
+            lease_until=rfc3339(now + timedelta(seconds=self._options.lease_seconds)),
+            message="",
+        )
+        new.setdefault("started_at", rfc3339(now))
+        try:
+            return self._replays.put(stored.resource, new, stored.status, stored.version)
+        except ConflictError:
+            return None
+
+    def _note_waiting(self, stored: Stored[rp.Replay], ready_at: datetime) -> None:
+        message = (
+            f"Waiting for the archive to hold every record before {stored.resource.end}: "
+            f"starts at {rfc3339(ready_at)}."
+        )
+        if stored.state.get("message") != message:
+            self._replays.with_state(stored, {**stored.state, "message": message})
+
+    def _checkpoint(self, stored: Stored[rp.Replay], state: dict[str, Any]) -> Stored[rp.Replay]:
+        """Write ``state``; a concurrent write of the status alone (a GET remembering a
+        condition's transition) is merged, anything else means the run lost the replay."""
+        for _ in range(3):
+            try:
+                return self._replays.put(stored.resource, state, stored.status, stored.version)
+            except ConflictError:
+                fresh = self._replays.get(stored.namespace, stored.name)
+                if (
+                    fresh is None
+                    or fresh.resource.uid != stored.resource.uid
+                    or fresh.state.get("lease_owner") != self._owner
+                    or fresh.state.get("key") != stored.state.get("key")
+                    or fresh.state.get("offset") != stored.state.get("offset")
+                ):
+                    raise _LostLeaseError() from None
+                stored = fresh
+        raise _LostLeaseError()
+
+    # ---- the work -------------------------------------------------------------------------------
+
+    def _run(self, stored: Stored[rp.Replay], deadline: float) -> bool:
+        replay = stored.resource
+        config = self._load(replay.namespace, replay.broker)
+        if config is None:
+            self._finish(stored, rp.FAILED, "BrokerDoesNotExist", "The broker was deleted.")
+            return True
+        routes = [r for r in config.routes if r.ready]
+        if replay.triggers:
+            by_name = {r.name: r for r in routes}
+            missing = [t for t in replay.triggers if t not in by_name]
+            if missing:
+                names = ", ".join(f'"{t}"' for t in missing)
+                self._finish(stored, rp.FAILED, "TriggerNotFound", f"No trigger(s) {names}.")
+                return True
+            routes = [by_name[t] for t in replay.triggers]
+        extra: Filter | None = build_filter(None, replay.filters) if replay.filters else None
+        state = dict(stored.state)
+        position = reader.Position(str(state.get("key", "")), int(state.get("offset", 0)))
+        records = self._records(replay, position)
+        while True:
+            batch = self._next_batch(replay, records, position)
+            sent, missing_payloads = self._send(replay, routes, extra, batch)
+            position = batch.position
+            state.update(
+                key=position.key,
+                offset=position.offset,
+                events_read=int(state.get("events_read", 0)) + batch.read,
+                events_enqueued=int(state.get("events_enqueued", 0)) + sent,
+            )
+            if missing_payloads:
+                state["events_missing"] = int(state.get("events_missing", 0)) + missing_payloads
+            if batch.events:
+                state["last_arrival"] = str(batch.events[-1][0]["at"])
+            if batch.end:
+                state.update(
+                    phase=rp.SUCCEEDED_PHASE,
+                    reason="Completed",
+                    message="",
+                    completed_at=rfc3339(self._clock()),
+                    lease_until="",
+                )
+                self._checkpoint(stored, state)
+                return True
+            if self._monotonic() >= deadline:
+                state["lease_until"] = ""  # the next run may start at once
+                self._checkpoint(stored, state)
+                return False
+            stored = self._checkpoint(stored, state)
+
+    def _finish(self, stored: Stored[rp.Replay], phase: str, reason: str, message: str) -> None:
+        state = {
+            **stored.state,
+            "phase": phase,
+            "reason": reason,
+            "message": message,
+            "completed_at": rfc3339(self._clock()),
+            "lease_until": "",
+        }
+        self._checkpoint(stored, state)
+
+    def _records(
+        self, replay: rp.Replay, position: reader.Position
+    ) -> Iterator[tuple[str, int, _Item]]:
+        """``(key, offset, record)`` from ``position`` to the end of the range."""
+        bucket, prefix = self._options.archive_bucket, self._options.archive_prefix
+        last = reader.last_hour(replay.end_time)
+        after = position.key or reader.first_key_bound(prefix, replay.start_time)
+        if position.key:
+            yield from self._object(position.key, position.offset)
+        while True:
+            keys = self._listing.list_keys(bucket, prefix, after, LIST_PAGE)
+            for key in keys:
+                hour = reader.hour_of_key(key)
+                if hour is None:
+                    log.warning("replay: skipping s3://%s/%s (not an archive key)", bucket, key)
+                    continue
+                if hour > last:
+                    return
+                yield from self._object(key, 0)
+            if len(keys) < LIST_PAGE:
+                return
+            after = keys[-1]
+
+    def _object(self, key: str, offset: int) -> Iterator[tuple[str, int, _Item]]:
+        blob = self._blobs.get(self._options.archive_bucket, key)
+        try:
+            records = reader.object_records(key, blob).records
+        except ValueError as exc:
+            log.warning("replay: unreadable archive object %s: %s", key, exc)
+            self._metrics.count("replay_unreadable_object_count", {})
+            records = ()
+        for i in range(offset, len(records)):
+            yield key, i, records[i]
+        if offset < len(records):
+            # The end of an object is a checkpoint even when nothing in it was selected: a long
+            # stretch of other brokers' records is not read twice.
+            yield key, len(records), _END
+
+    def _next_batch(
+        self,
+        replay: rp.Replay,
+        records: Iterator[tuple[str, int, _Item]],
+        position: reader.Position,
+    ) -> _Batch:
+        events: list[tuple[Mapping[str, Any], CloudEvent | None]] = []
+        read = 0
+        for key, offset, record in records:
+            if record is _END:
+                return _Batch(events, read, reader.Position(key, offset), end=False)
+            position = reader.Position(key, offset + 1)
+            if not isinstance(record, Mapping):
+                log.warning("replay: a line of %s is not a JSON record; skipped", key)
+                self._metrics.count("replay_unreadable_record_count", {})
+                continue
+            if not reader.selected(
+                record, replay.namespace, replay.broker, replay.start, replay.end
+            ):
+                continue
+            read += 1
+            events.append((record, self._event(record)))
+            if len(events) >= self._options.batch_events:
+                return _Batch(events, read, position, end=False)
+        return _Batch(events, read, position, end=True)
+
+    def _event(self, record: Mapping[str, Any]) -> CloudEvent | None:
+        """The archived event, whole: from the record, or from its ``dataref`` when it was
+        archived by reference. None (counted) when the record or its payload cannot be read."""
+        try:
+            dataref = record.get("dataref")
+            if isinstance(dataref, str):
+                bucket, key = reader.s3_address(dataref)
+                return decode_event_blob(self._blobs.get(bucket, key))
+            return codec.from_json(dict(record["event"]), checked=False)
+        except (NotFoundError, ValidationError, ValueError) as exc:
+            event_id = record["event"].get("id")
+            log.warning("replay: event %r cannot be re-read: %s", event_id, exc)
+            return None
+
+    def _send(
+        self,
+        replay: rp.Replay,
+        routes: Sequence[Route],
+        extra: Filter | None,
+        batch: _Batch,
+    ) -> tuple[int, int]:
+        """Enqueue a batch; (messages sent, events whose payload is gone)."""
+        per_queue: dict[str, list[str]] = {}
+        missing = 0
+        for _, event in batch.events:
+            if event is None:
+                missing += 1
+                continue
+            if extra is not None and not extra.matches(event):
+                continue
+            replayed = event.replace_attributes({rp.EXTENSION: replay.short_name})
+            claimed: dict[int, Any] = {}
+            for route in routes:
+                if not route.filter.matches(event):
+                    continue
+                body = self._claims.message_body(
+                    replay.namespace, replay.broker, route.name, replayed, {}, claimed
+                )
+                per_queue.setdefault(route.queue, []).append(body)
+        sent = 0
+        dims = {"namespace": replay.namespace, "broker": replay.broker}
+        for queue, bodies in per_queue.items():
+            try:
+                self._send_all(queue, bodies)  # UnavailableError: no checkpoint, sent again
+            except NotFoundError:
+                # The trigger was deleted during the replay: as at ingress, its events are dropped.
+                log.warning("replay %s: queue %s is gone (trigger deleted)", replay.name, queue)
+                continue
+            sent += len(bodies)
+        if missing:
+            self._metrics.count("replay_missing_payload_count", dims, missing)
+        if sent:
+            self._metrics.count("replay_enqueued_count", dims, sent)
+        return sent, missing

@@ -1,0 +1,408 @@
+"""Replays over the fakes (docs/replay.md): the API, which triggers receive replayed events, large
+events read back by reference, resumption after a crash, time budgets and cancellation."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from chalicelib.core.clock import utcnow
+from chalicelib.core.cloudevents.sqs_message import decode_message
+from chalicelib.core.errors import ImmutableFieldError, NotFoundError, ValidationError
+from chalicelib.core.resources.replay import REPLAYS, store_name
+from chalicelib.ports import HttpResponse
+from chalicelib.services.ingress import Ingress
+from chalicelib.services.replays import ReplayRunner, RunnerOptions
+from chalicelib.services.resources import Resources
+from chalicelib.services.routing import load_broker_config
+from tests.fakes import MemoryQueues, MemoryStore
+from tests.functional.harness import Harness
+from tests.functional.replay_support import drain, flush_archive, harness, put_replay, window
+
+JAN_1 = {"spec": {"from": "2026-01-01T00:00:00Z", "to": "2026-01-02T00:00:00Z"}}
+
+
+def _setup(triggers: dict[str, dict[str, str] | None] | None = None) -> Harness:
+    h = harness()
+    h.broker()
+    for name, filt in (triggers or {"a": None, "b": {"type": "b"}}).items():
+        h.trigger(name, filter=filt)
+    return h
+
+
+def _send(h: Harness, n: int, type_: str = "t", start: int = 0) -> None:
+    for i in range(start, start + n):
+        assert h.send(type_=type_, id_=f"e{i}").status == 202
+
+
+def _ids(messages: list[dict[str, Any]]) -> list[str]:
+    return [m["event"]["id"] for m in messages]
+
+
+def _status(h: Harness, name: str) -> dict[str, Any]:
+    status: dict[str, Any] = h.container.replays.get("ns", "default", name)["status"]
+    return status
+
+
+def _condition(status: dict[str, Any], type_: str) -> dict[str, Any]:
+    return next(c for c in status["conditions"] if c["type"] == type_)
+
+
+def test_replay_sends_archived_events_to_matching_triggers_only_with_replayname() -> None:
+    h = _setup({"a": None, "b": {"type": "b"}, "c": {"type": "t"}})
+    start, _ = window()
+    _send(h, 12)
+    _send(h, 2, type_="b", start=100)
+    flush_archive(h)
+    for t in "abc":
+        drain(h, t)
+    _, end = window()
+    put_replay(h, "r1", start, end, triggers=["a", "b"])
+    assert h.container.replay_runner.run("ns", "default", "r1", 10.0)
+    got_a, got_b, got_c = drain(h, "a"), drain(h, "b"), drain(h, "c")
+    assert _ids(got_a) == [f"e{i}" for i in range(12)] + ["e100", "e101"]
+    assert _ids(got_b) == ["e100", "e101"]  # b's own filter still applies
+    assert got_c == []  # not chosen: never hit, although its filter matches
+    assert {m["event"]["replayname"] for m in got_a + got_b} == {"r1"}
+    assert all("knativearrivaltime" in m["event"] for m in got_a)
+    status = _status(h, "r1")
+    assert _condition(status, "Succeeded")["status"] == "True"
+    assert _condition(status, "Ready")["status"] == "True"
+    assert status["progress"]["eventsRead"] == 14
+    assert status["progress"]["eventsEnqueued"] == 16
+    assert status["progress"]["lastArrivalTime"]
+
+
+def test_default_triggers_are_every_matching_trigger_and_spec_filters_apply_on_top() -> None:
+    h = _setup({"a": None, "b": {"type": "b"}})
+    start, _ = window()
+    _send(h, 3)
+    _send(h, 3, type_="b", start=10)
+    flush_archive(h, gzip=True)
+    drain(h, "a"), drain(h, "b")
+    _, end = window()
+    put_replay(h, "only-b", start, end, filters=[{"prefix": {"type": "b"}}])
+    assert h.container.replay_runner.run("ns", "default", "only-b", 10.0)
+    assert _ids(drain(h, "a")) == ["e10", "e11", "e12"]
+    assert _ids(drain(h, "b")) == ["e10", "e11", "e12"]
+
+
+def test_events_outside_the_range_or_of_other_brokers_are_not_replayed() -> None:
+    h = _setup({"a": None})
+    h.broker(name="other")
+    h.trigger("x", broker="other")
+    _send(h, 2)
+    h.post(
+        {"ce-specversion": "1.0", "ce-id": "o1", "ce-source": "/s", "ce-type": "t"},
+        b"",
+        broker="other",
+    )
+    flush_archive(h)
+    drain(h, "a")
+    start, end = window()
+    put_replay(h, "early", start - timedelta(minutes=1), start)
+    put_replay(h, "all", start, end)
+    runner = h.container.replay_runner
+    assert runner.run("ns", "default", "early", 1.0)
+    assert drain(h, "a") == []
+    assert runner.run("ns", "default", "all", 1.0)
+    assert _ids(drain(h, "a")) == ["e0", "e1"]
+
+
+def test_large_events_archived_by_reference_are_replayed_whole() -> None:
+    h = _setup({"a": None})
+    start, _ = window()
+    big = b"x" * (300 * 1024)
+    assert h.send(id_="big", data=big).status == 202
+    key = flush_archive(h)
+    drain(h, "a")
+    (record,) = (json.loads(line) for line in h.blobs.get(h.settings.archive_bucket, key).split())
+    assert "dataref" in record and "data_base64" not in record["event"]
+    # Kept with the archive's lifecycle, not the claim bucket's 14-day expiry (docs/replay.md).
+    archive = h.settings.archive_bucket
+    assert record["dataref"].startswith(f"s3://{archive}/archive-payloads/ns/default/")
+    _, end = window()
+    put_replay(h, "big", start, end)
+    assert h.container.replay_runner.run("ns", "default", "big", 10.0)
+    queued = h.container.claims.load(decode_message(_raw(h, "a")))
+    assert queued.id == "big" and queued.data == big
+    assert queued.get("replayname") == "big"
+
+
+def _raw(h: Harness, trigger: str) -> str:
+    (m,) = h.queues._q(h.queue_of(trigger))["messages"]
+    body: str = m.body
+    return body
+
+
+class _CrashingStore(MemoryStore):
+    """A store whose ``crash_at``-th replay checkpoint raises, as a Lambda killed mid-run."""
+
+    def __init__(self, crash_at: int) -> None:
+        super().__init__()
+        self.crash_at = crash_at
+        self.checkpoints = 0
+
+    def put(self, kind: str, namespace: str, name: str, doc: Any, expected: Any) -> Any:
+        if kind == "replay" and (doc.get("state") or {}).get("key"):
+            self.checkpoints += 1
+            if self.checkpoints == self.crash_at:
+                raise RuntimeError("killed")
+        return super().put(kind, namespace, name, doc, expected)
+
+
+def _runner(h: Harness, store: Any, batch: int = 10, queues: Any = None) -> ReplayRunner:
+    """A runner over ``store``, sending as ingress does to ``queues`` (default: the harness's)."""
+    prefix = h.settings.queue_prefix
+    c = h.container
+    ingress = Ingress(c.cache, queues or h.queues, c.claims, h.archive, c.metrics)
+    return ReplayRunner(
+        Resources(store, REPLAYS),
+        lambda ns, b: load_broker_config(store, prefix, ns, b),
+        ingress.send_all,
+        h.container.claims,
+        h.blobs,
+        h.blobs,
+        h.container.metrics,
+        RunnerOptions(
+            archive_bucket=h.settings.archive_bucket, settle_seconds=0, batch_events=batch
+        ),
+    )
+
+
+def test_a_crash_mid_way_loses_nothing_and_resends_at_most_one_batch() -> None:
+    h = harness()
+    store = _CrashingStore(crash_at=3)
+    h.store = store
+    h.container.store = store  # type: ignore[misc]
+    h.broker()
+    h.trigger("a")
+    start, _ = window()
+    _send(h, 25)
+    first = utcnow()
+    flush_archive(h, first)
+    _send(h, 20, start=25)
+    flush_archive(h, first + timedelta(seconds=2))  # a later object: its key sorts after
+    drain(h, "a")
+    _, end = window()
+    put_replay(h, "r", start, end)
+    runner = _runner(h, store)
+    with pytest.raises(RuntimeError, match="killed"):
+        runner.run("ns", "default", "r", 10.0)
+    # A new run (the next invocation) waits for the crashed run's lease, then resumes.
+    stored = Resources(store, REPLAYS).require("ns", store_name("default", "r"))
+    Resources(store, REPLAYS).put(
+        stored.resource, {**stored.state, "lease_until": ""}, stored.status, stored.version
+    )
+    assert _runner(h, store).run("ns", "default", "r", 10.0)
+    ids = _ids(drain(h, "a"))
+    assert sorted(set(ids)) == sorted(f"e{i}" for i in range(45))  # nothing lost
+    duplicates = len(ids) - len(set(ids))
+    # Batches 10, 10, then the object's last 5: its checkpoint crashed, so it is sent again.
+    assert duplicates == 5
+
+
+def test_a_crashed_runs_lease_keeps_other_runs_off_until_it_expires() -> None:
+    h = harness()
+    store = _CrashingStore(crash_at=1)
+    h.store = store
+    h.container.store = store  # type: ignore[misc]
+    h.broker()
+    h.trigger("a")
+    start, _ = window()
+    _send(h, 5)
+    flush_archive(h)
+    drain(h, "a")
+    _, end = window()
+    put_replay(h, "r", start, end)
+    with pytest.raises(RuntimeError):
+        _runner(h, store).run("ns", "default", "r", 10.0)
+    assert not _runner(h, store).run("ns", "default", "r", 10.0)
+    assert len(drain(h, "a")) == 5  # only the crashed run's batch
+
+
+def test_a_budget_stops_after_a_batch_and_the_next_run_continues() -> None:
+    h = _setup({"a": None})
+    start, _ = window()
+    _send(h, 35)
+    flush_archive(h)
+    drain(h, "a")
+    _, end = window()
+    put_replay(h, "r", start, end)
+    runner = _runner(h, h.store)
+    runs = 0
+    while not runner.run("ns", "default", "r", 0.0):
+        runs += 1
+        assert runs < 10
+        progress = _status(h, "r")["progress"]
+        assert progress["eventsRead"] == min(35, 10 * runs)
+        assert _condition(_status(h, "r"), "Succeeded")["reason"] == "Running"
+    assert runs == 4  # 10, 20, 30, then the rest of the object; the fifth run ends it
+    assert _ids(drain(h, "a")) == [f"e{i}" for i in range(35)]
+
+
+class _CancellingQueues(MemoryQueues):
+    """Deletes the replay (DELETE: cancel) while the runner sends its first batch."""
+
+    def __init__(self, inner: MemoryQueues, cancel: Any) -> None:
+        self.inner, self.cancel, self.sends = inner, cancel, 0
+
+    def send_batch(self, name: str, messages: Any) -> list[str]:
+        self.sends += 1
+        if self.sends == 1:
+            self.cancel()
+        return self.inner.send_batch(name, messages)
+
+
+def test_delete_cancels_at_the_next_checkpoint() -> None:
+    h = _setup({"a": None})
+    start, _ = window()
+    _send(h, 30)
+    flush_archive(h)
+    drain(h, "a")
+    _, end = window()
+    put_replay(h, "r", start, end)
+    queues = _CancellingQueues(h.queues, lambda: h.container.replays.delete("ns", "default", "r"))
+    assert _runner(h, h.store, queues=queues).run("ns", "default", "r", 10.0)
+    assert len(drain(h, "a")) == 10  # the batch in flight; nothing after the cancellation
+    with pytest.raises(NotFoundError):
+        h.container.replays.get("ns", "default", "r")
+
+
+def test_a_replay_waits_until_its_range_has_settled_in_the_archive() -> None:
+    h = _setup({"a": None})
+    h.container.settings  # noqa: B018
+    runner = _runner(h, h.store)
+    runner._options = replace(runner._options, settle_seconds=3600)
+    start, end = window()
+    put_replay(h, "r", start, end)
+    assert not runner.run("ns", "default", "r", 1.0)
+    succeeded = _condition(_status(h, "r"), "Succeeded")
+    assert succeeded["status"] == "Unknown" and "Waiting for the archive" in succeeded["message"]
+
+
+# ---- the API ----------------------------------------------------------------------------------
+
+
+def test_put_validates_every_field_at_once() -> None:
+    h = _setup()
+    with pytest.raises(ValidationError) as err:
+        h.container.replays.put(
+            "ns",
+            "default",
+            "r",
+            {
+                "spec": {
+                    "from": "yesterday",
+                    "triggers": ["NO", "a", "a"],
+                    "filters": [{"exact": {"type": ""}}],
+                    "extra": 1,
+                }
+            },
+        )
+    fields = {p.field for p in err.value.problems}
+    assert {
+        "spec.from",
+        "spec.to",
+        "spec.triggers[0]",
+        "spec.triggers[2]",
+        "spec.extra",
+    } <= fields
+    assert any(f.startswith("spec.filters[0]") for f in fields)
+
+
+def test_put_refuses_unknown_brokers_and_triggers_and_spec_changes() -> None:
+    h = _setup()
+    start, end = window()
+    with pytest.raises(NotFoundError):
+        h.container.replays.put(
+            "ns",
+            "nope",
+            "r",
+            JAN_1,
+        )
+    with pytest.raises(ValidationError) as err:
+        put_replay(h, "r", start, end, triggers=["a", "ghost"])
+    assert [p.field for p in err.value.problems] == ["spec.triggers[1]"]
+    put_replay(h, "r", start, end)
+    put_replay(h, "r", start, end)  # the same spec again: fine
+    with pytest.raises(ImmutableFieldError):
+        put_replay(h, "r", start, end + timedelta(seconds=1))
+
+
+def test_replays_are_listed_per_broker_and_named_by_their_short_name() -> None:
+    h = _setup()
+    h.broker(name="other")
+    start, end = window()
+    put_replay(h, "r1", start, end)
+    h.container.replays.put(
+        "ns",
+        "other",
+        "r1",
+        JAN_1,
+    )
+    listed = h.container.replays.list("ns", "default")
+    assert listed["kind"] == "ReplayList"
+    assert [(i["metadata"]["name"], i["metadata"]["broker"]) for i in listed["items"]] == [
+        ("r1", "default")
+    ]
+    doc = h.container.replays.get("ns", "default", "r1")
+    assert doc["apiVersion"] == "eventing.knative.dev/v1" and doc["kind"] == "Replay"
+    assert doc["spec"]["from"].endswith("Z")
+    assert _condition(doc["status"], "Succeeded")["status"] == "Unknown"
+
+
+class _ReadingQueues(MemoryQueues):
+    """Reads the replay through the API during every send: the read remembers the status's
+    transitions (Pending -> Running), a write that races the runner's checkpoint."""
+
+    def __init__(self, inner: MemoryQueues, read: Any) -> None:
+        self.inner, self.read = inner, read
+
+    def send_batch(self, name: str, messages: Any) -> list[str]:
+        self.read()
+        return self.inner.send_batch(name, messages)
+
+
+def test_reading_a_replay_while_it_runs_neither_stops_it_nor_resends() -> None:
+    h = _setup({"a": None})
+    start, _ = window()
+    _send(h, 25)
+    flush_archive(h)
+    drain(h, "a")
+    _, end = window()
+    put_replay(h, "r", start, end)
+    seen: list[str] = []
+
+    def read() -> None:
+        seen.append(_condition(_status(h, "r"), "Succeeded")["reason"])
+
+    queues = _ReadingQueues(h.queues, read)
+    assert _runner(h, h.store, queues=queues).run("ns", "default", "r", 10.0)
+    assert seen == ["Running"] * 3
+    assert _ids(drain(h, "a")) == [f"e{i}" for i in range(25)]
+    assert _condition(_status(h, "r"), "Succeeded")["status"] == "True"
+
+
+def test_replayed_events_follow_the_triggers_delivery_policy_into_its_dlq() -> None:
+    ok, refused = HttpResponse(202, {}, b""), HttpResponse(400, {}, b"no")
+    h = harness(ok, refused)
+    h.broker()
+    h.trigger("a", delivery={"retry": 0})
+    start, _ = window()
+    _send(h, 1)
+    assert h.deliver_once("a")["received"] == 1  # delivered live (202)
+    flush_archive(h)
+    _, end = window()
+    put_replay(h, "again", start, end)
+    assert h.container.replay_runner.run("ns", "default", "again", 10.0)
+    answer = h.deliver_once("a")  # the replayed copy: 400, not retried, dead-lettered
+    assert answer["received"] == 1 and answer.get("batchItemFailures", []) == []
+    (dead,) = h.messages(h.dlq_of("a"))
+    assert dead["event"]["id"] == "e0" and dead["event"]["replayname"] == "again"
+    assert dead["event"]["knativeerrorcode"] == 400
+    assert [s.headers.get("ce-replayname") for s in h.sender.sent] == [None, "again"]
