@@ -246,10 +246,8 @@ class Ingress:
                 body = self._claims.message_body(
                     config.namespace, config.name, route.name, event, headers, claimed
                 )
-                group = (
-                    ordering.message_group(event.get(ordering.PARTITION_KEY))
-                    if names.is_fifo(route.queue)
-                    else None
+                group = ordering.group_for(
+                    names.is_fifo(route.queue), event.get(ordering.PARTITION_KEY)
                 )
                 per_queue.setdefault(route.queue, []).append((body, group))
             dataref = None
@@ -325,10 +323,11 @@ class Ingress:
                     f"could not store {len(pending)} event(s) in queue {queue}; retry the request"
                 )
 
-    def send_all(self, queue: str, bodies: list[str]) -> None:
-        """What ingress does with one queue's messages, for replays (services/replays.py): the
-        same batches, retries and UnavailableError when some could not be stored."""
-        self._send_all(queue, bodies)
+    def send_all(self, queue: str, items: list[tuple[str, str | None]]) -> None:
+        """What ingress does with one queue's messages (body, FIFO group), for replays
+        (services/replays.py): the same batches, deduplication ids, retries, and
+        UnavailableError when some could not be stored."""
+        self._send_all(queue, items)
 
     def _archive_quietly(self, records: list[bytes]) -> None:
         # The archive feeds analytics; an outage there must not refuse events already stored.

@@ -21,11 +21,13 @@ from typing import Any
 
 from chalicelib import logs
 from chalicelib.core import archive_reader as reader
+from chalicelib.core import names
 from chalicelib.core.archive import rfc3339
 from chalicelib.core.clock import utcnow
 from chalicelib.core.cloudevents import codec
 from chalicelib.core.cloudevents.event import CloudEvent
 from chalicelib.core.cloudevents.sqs_message import decode_event_blob
+from chalicelib.core.delivery import ordering
 from chalicelib.core.errors import (
     BrokerError,
     ConflictError,
@@ -185,7 +187,7 @@ class ReplayRunner:
         self,
         replays: Resources[rp.Replay],
         load_config: Callable[[str, str], BrokerConfig | None],
-        send: Callable[[str, list[str]], None],
+        send: Callable[[str, list[tuple[str, str | None]]], None],
         claims: Claims,
         blobs: Blobs,
         listing: BlobListing,
@@ -458,7 +460,7 @@ class ReplayRunner:
         batch: _Batch,
     ) -> tuple[int, int]:
         """Enqueue a batch; (messages sent, events whose payload is gone)."""
-        per_queue: dict[str, list[str]] = {}
+        per_queue: dict[str, list[tuple[str, str | None]]] = {}  # (body, FIFO group)
         missing = 0
         for _, event in batch.events:
             if event is None:
@@ -474,7 +476,10 @@ class ReplayRunner:
                 body = self._claims.message_body(
                     replay.namespace, replay.broker, route.name, replayed, {}, claimed
                 )
-                per_queue.setdefault(route.queue, []).append(body)
+                group = ordering.group_for(
+                    names.is_fifo(route.queue), event.get(ordering.PARTITION_KEY)
+                )
+                per_queue.setdefault(route.queue, []).append((body, group))
         sent = 0
         dims = {"namespace": replay.namespace, "broker": replay.broker}
         for queue, bodies in per_queue.items():

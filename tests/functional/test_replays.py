@@ -10,10 +10,13 @@ from typing import Any
 
 import pytest
 
+from chalicelib.core import names
 from chalicelib.core.clock import utcnow
 from chalicelib.core.cloudevents.sqs_message import decode_message
+from chalicelib.core.delivery import ordering
 from chalicelib.core.errors import ImmutableFieldError, NotFoundError, ValidationError
 from chalicelib.core.resources.replay import REPLAYS, store_name
+from chalicelib.core.resources.trigger import DELIVERY_ORDER_ANNOTATION
 from chalicelib.ports import HttpResponse
 from chalicelib.services.ingress import Ingress
 from chalicelib.services.replays import ReplayRunner, RunnerOptions
@@ -131,6 +134,35 @@ def test_large_events_archived_by_reference_are_replayed_whole() -> None:
     queued = h.container.claims.load(decode_message(_raw(h, "a")))
     assert queued.id == "big" and queued.data == big
     assert queued.get("replayname") == "big"
+
+
+def test_replays_to_an_ordered_trigger_keep_each_partitionkey_in_its_fifo_group() -> None:
+    h = harness()
+    h.broker()
+    h.container.triggers.put(
+        "ns",
+        "o",
+        {
+            "metadata": {"name": "o", "annotations": {DELIVERY_ORDER_ANNOTATION: "ordered"}},
+            "spec": {"broker": "default", "subscriber": {"uri": "http://sub.example/"}},
+        },
+    )
+    start, _ = window()
+    for i, key in enumerate(["k1", "k2", None, "k1"]):
+        headers = {"ce-specversion": "1.0", "ce-id": f"e{i}", "ce-source": "/s", "ce-type": "t"}
+        if key is not None:
+            headers["ce-partitionkey"] = key
+        assert h.post(headers, b"").status == 202
+    flush_archive(h)
+    queue = names.queue_name(h.settings.queue_prefix, "ns", "default", "o", fifo=True)
+    h.queues._q(queue)["messages"].clear()
+    _, end = window()
+    put_replay(h, "again", start, end)
+    assert h.container.replay_runner.run("ns", "default", "again", 10.0)
+    replayed = h.queues._q(queue)["messages"]
+    assert [json.loads(m.body)["event"]["id"] for m in replayed] == ["e0", "e1", "e2", "e3"]
+    assert [m.group_id for m in replayed] == ["k1", "k2", ordering.UNKEYED_GROUP, "k1"]
+    assert all(m.dedup_id for m in replayed)
 
 
 def _raw(h: Harness, trigger: str) -> str:

@@ -41,6 +41,12 @@ def message_group(partition_key: object) -> str:
     return "sha256:" + hashlib.sha256(key.encode()).hexdigest()
 
 
+def group_for(fifo: bool, partition_key: object) -> str | None:
+    """The MessageGroupId of a send to a queue (None on a standard queue, which has no groups):
+    ingress and replays put an event in the same group of an ordered trigger's queue."""
+    return message_group(partition_key) if fifo else None
+
+
 def body_dedup_id(body: str) -> str:
     """The deduplication id of a message the ingress sends: the SHA-256 of its body."""
     return hashlib.sha256(body.encode()).hexdigest()
