@@ -54,12 +54,12 @@ def take(
         at = max(now, bucket.at)
         tokens = min(cap, bucket.tokens + (at - bucket.at) * rate)
     # the k-th token (1-based) is due at max(0, k - tokens) / rate from ``at``
-    allowed = math.floor(tokens + horizon * rate + 1e-9)
+    allowed = math.floor(tokens + horizon * rate + 1e-6)  # float noise of epoch times
     granted = max(0, min(n, allowed))
     interval = 1.0 / rate
     first_due = max(0.0, 1.0 - tokens) / rate + (at - now)
     if granted == 0:
         # one token becomes grantable when 1 - tokens <= horizon * rate
-        wait = max(first_due, (1.0 - tokens) / rate - horizon + (at - now), 0.0)
+        wait = max(0.0, (1.0 - tokens) / rate - horizon + (at - now))
         return Bucket(tokens, at), Grant(0, wait, interval)
     return Bucket(tokens - granted, at), Grant(granted, first_due, interval)
