@@ -19,6 +19,7 @@ from tests.fakes import (
     MemoryBlobs,
     MemoryMappings,
     MemoryQueues,
+    MemoryRateLimiter,
     MemorySeenEvents,
     MemoryStore,
 )
@@ -490,3 +491,50 @@ def test_seen_concurrent_claims_of_one_key_have_one_winner(seen: Any, size: int)
         results = list(pool.map(claim, range(6)))
     wins = sorted(i for fresh in results for i in fresh)
     assert wins == list(range(size)), results
+
+
+# ---- RateLimiter (docs/flow-control.md) --------------------------------------------------------
+
+
+@pytest.fixture(params=BACKENDS)
+def limiter(request: pytest.FixtureRequest) -> Any:
+    if request.param == "memory":
+        return MemoryRateLimiter()
+    from brokerctl.bootstrap import bootstrap
+    from chalicelib.adapters.dynamodb_rate import DynamoRateLimiter
+
+    settings, clients = aws_env(request, request.param)
+    bootstrap(settings, clients, say=lambda line: None)
+    return DynamoRateLimiter(clients, settings.table_name)
+
+
+def test_rate_bucket_starts_full_then_grants_ahead_within_the_horizon(limiter: Any) -> None:
+    key = _unique("ns") + "/b/t"
+    first = limiter.acquire(key, 5.0, 8, NOW, 0.0)
+    assert (first.granted, first.wait) == (5, 0.0)  # one second's worth at once
+    ahead = limiter.acquire(key, 5.0, 8, NOW, 1.0)
+    assert ahead.granted == 5 and ahead.wait == pytest.approx(0.2)
+    none = limiter.acquire(key, 5.0, 8, NOW, 1.0)
+    assert none.granted == 0 and none.wait == pytest.approx(0.2)  # back when one fits
+    assert limiter.acquire(_unique("ns") + "/b/t", 5.0, 1, NOW, 0.0).granted == 1  # own bucket
+
+
+def test_rate_bucket_refills_at_the_rate(limiter: Any) -> None:
+    key = _unique("ns") + "/b/t"
+    assert limiter.acquire(key, 2.0, 10, NOW, 0.0).granted == 2
+    assert limiter.acquire(key, 2.0, 10, NOW + 1.5, 0.0).granted == 2  # 3 earned, capped at 2
+    assert limiter.acquire(key, 2.0, 10, NOW + 2.0, 0.0).granted == 1
+
+
+def test_rate_concurrent_takers_never_share_a_token(limiter: Any) -> None:
+    """Eight threads take tokens of one bucket at once, as concurrent delivery invocations do:
+    together they get exactly what the bucket holds (burst + horizon * rate), never more."""
+    key = _unique("ns") + "/b/t"
+    rate, horizon = 10.0, 3.0
+
+    def take(_: int) -> int:
+        return sum(limiter.acquire(key, rate, 3, NOW, horizon).granted for _ in range(5))
+
+    with ThreadPoolExecutor(8) as pool:
+        granted = sum(pool.map(take, range(8)))
+    assert granted == int(rate + horizon * rate)  # 40 of the 120 asked for
