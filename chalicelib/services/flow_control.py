@@ -129,7 +129,7 @@ class RateGate:
             body = str(job.record["body"])
             messages.append(OutgoingMessage(str(i), body, delay_seconds=max(1, delay)))
         try:
-            self._queues.send_batch(queue, messages)
+            failed = set(self._queues.send_batch(queue, messages))
         except Exception as exc:
             # Not copied: hand them back instead (costs a receive, said in the log and metric).
             log.warning(
@@ -140,7 +140,17 @@ class RateGate:
                 extra={"queue": queue},
             )
             return self._hand_back(later, grant)
-        return {job.index: None for job in later}
+        out: dict[int, Exception | None] = {job.index: None for job in later}
+        if failed:  # SQS refused some entries: those are handed back instead
+            lost = [job for i, job in enumerate(later) if str(i) in failed]
+            log.warning(
+                "could not requeue %d rate-delayed message(s) of %s; handing them back",
+                len(lost),
+                queue,
+                extra={"queue": queue},
+            )
+            out.update(self._hand_back(lost, grant))
+        return out
 
     def _hand_back(self, later: list[Job], grant: Grant) -> dict[int, Exception | None]:
         out: dict[int, Exception | None] = {}
