@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from chalicelib.core.delivery.rate import burst
 from chalicelib.core.errors import ConflictError, NotFoundError
 from chalicelib.ports import OutgoingMessage
 from tests.backends import AWS_BACKENDS, BACKENDS, aws_env
@@ -510,20 +511,20 @@ def limiter(request: pytest.FixtureRequest) -> Any:
 
 def test_rate_bucket_starts_full_then_grants_ahead_within_the_horizon(limiter: Any) -> None:
     key = _unique("ns") + "/b/t"
-    first = limiter.acquire(key, 5.0, 8, NOW, 0.0)
-    assert (first.granted, first.wait) == (5, 0.0)  # one second's worth at once
-    ahead = limiter.acquire(key, 5.0, 8, NOW, 1.0)
-    assert ahead.granted == 5 and ahead.wait == pytest.approx(0.2)
-    none = limiter.acquire(key, 5.0, 8, NOW, 1.0)
-    assert none.granted == 0 and none.wait == pytest.approx(0.2)  # back when one fits
-    assert limiter.acquire(_unique("ns") + "/b/t", 5.0, 1, NOW, 0.0).granted == 1  # own bucket
+    first = limiter.acquire(key, 50.0, 8, NOW, 0.0)
+    assert (first.granted, first.wait) == (5, 0.0)  # a tenth of a second's worth at once
+    ahead = limiter.acquire(key, 50.0, 8, NOW, 0.1)
+    assert ahead.granted == 5 and ahead.wait == pytest.approx(0.02)
+    none = limiter.acquire(key, 50.0, 8, NOW, 0.1)
+    assert none.granted == 0 and none.wait == pytest.approx(0.02)  # back when one fits
+    assert limiter.acquire(_unique("ns") + "/b/t", 50.0, 1, NOW, 0.0).granted == 1  # own
 
 
 def test_rate_bucket_refills_at_the_rate(limiter: Any) -> None:
     key = _unique("ns") + "/b/t"
-    assert limiter.acquire(key, 2.0, 10, NOW, 0.0).granted == 2
-    assert limiter.acquire(key, 2.0, 10, NOW + 1.5, 0.0).granted == 2  # 3 earned, capped at 2
-    assert limiter.acquire(key, 2.0, 10, NOW + 2.0, 0.0).granted == 1
+    assert limiter.acquire(key, 20.0, 10, NOW, 0.0).granted == 2
+    assert limiter.acquire(key, 20.0, 10, NOW + 1.5, 0.0).granted == 2  # 30 earned, capped at 2
+    assert limiter.acquire(key, 20.0, 10, NOW + 1.575, 0.0).granted == 1  # 1.5 earned
 
 
 def test_rate_concurrent_takers_never_share_a_token(limiter: Any) -> None:
@@ -537,4 +538,4 @@ def test_rate_concurrent_takers_never_share_a_token(limiter: Any) -> None:
 
     with ThreadPoolExecutor(8) as pool:
         granted = sum(pool.map(take, range(8)))
-    assert granted == int(rate + horizon * rate)  # 40 of the 120 asked for
+    assert granted == int(burst(rate) + horizon * rate)  # 31 of the 120 asked for

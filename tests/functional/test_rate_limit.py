@@ -52,12 +52,12 @@ def _attempts(h: Harness) -> list[int]:
 
 
 def test_a_batch_within_the_horizon_is_paced_at_the_rate_not_failed() -> None:
-    h, waits = setup("5", OK, horizon=1.0, hold=1.0)
+    h, waits = setup("5", OK, horizon=2.0, hold=2.0)
     for i in range(10):
         h.send(id_=str(i))
     answer = h.deliver_once("tr")
     assert answer["batchItemFailures"] == [] and answer["received"] == 10
-    assert len(h.sender.sent) == 10  # a full bucket (5) and a second of tokens ahead (5)
+    assert len(h.sender.sent) == 10  # a full bucket (1) and two seconds of tokens ahead (10)
     # each send waited for its token: due one fifth of a second after the previous one
     assert len(waits) == 9 and 1.5 < max(waits) <= 1.8
     assert _delayed(h) == 9
@@ -123,7 +123,7 @@ def test_a_retried_event_within_the_hold_waits_for_its_token_in_the_invocation()
 
 
 def test_an_unreadable_bucket_sends_nothing_and_retries_soon() -> None:
-    h, _ = setup("5", OK, horizon=1.0, hold=1.0)
+    h, _ = setup("5", OK, horizon=2.0, hold=2.0)
     h.send(id_="a")
     h.send(id_="b")
     h.rate.fail_next = 1

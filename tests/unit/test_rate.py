@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chalicelib.core.delivery.rate import Bucket, Grant, take
+from chalicelib.core.delivery.rate import Bucket, Grant, burst, take
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.resources.broker import MAX_RATE_ANNOTATION, parse_max_rate
 from chalicelib.core.resources.trigger import max_rate, parse_trigger
@@ -12,10 +12,11 @@ from chalicelib.core.resources.trigger import max_rate, parse_trigger
 T0 = 1_700_000_000.0
 
 
-def test_a_new_bucket_is_full_with_one_seconds_worth() -> None:
+def test_a_new_bucket_is_full_with_a_tenth_of_a_seconds_worth() -> None:
     bucket, grant = take(None, 20.0, 25, T0, horizon=0.0)
-    assert grant.granted == 20 and grant.wait == 0.0
+    assert grant.granted == 2 and grant.wait == 0.0
     assert bucket == Bucket(0.0, T0)
+    assert burst(0.5) == 1.0  # at least one token, or a slow rate could never grant one
 
 
 def test_grants_ahead_up_to_the_horizon_each_due_one_interval_apart() -> None:
@@ -43,8 +44,8 @@ def test_nothing_granted_beyond_the_horizon_says_when_to_come_back() -> None:
 
 
 def test_refill_is_capped_at_the_burst() -> None:
-    _, grant = take(Bucket(0.0, T0), 2.0, 100, T0 + 3600, horizon=0.0)
-    assert grant == Grant(2, 0.0, 0.5)
+    _, grant = take(Bucket(0.0, T0), 50.0, 100, T0 + 3600, horizon=0.0)
+    assert grant == Grant(5, 0.0, 0.02)
 
 
 def test_a_clock_behind_the_bucket_invents_no_token() -> None:
@@ -109,3 +110,24 @@ def test_the_triggers_rate_else_its_brokers() -> None:
     assert max_rate(trigger({MAX_RATE_ANNOTATION: "2.5"}), broker) == 2.5  # type: ignore[arg-type]
     assert max_rate(trigger({}), broker) == 5.0  # type: ignore[arg-type]
     assert max_rate(trigger({}), None) is None  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("rate", [1.0, 20.0, 100.0])
+def test_in_any_second_at_most_rate_plus_burst_tokens_fall_due(rate: float) -> None:
+    """Four takers asking for 10 at irregular times, each sending its tokens at their due
+    times: whatever the pattern, no one-second window holds more than rate + burst sends."""
+    bucket: Bucket | None = None
+    sends: list[float] = []
+    now = T0
+    for step in range(400):
+        now += (0.013, 0.21, 0.0, 0.05, 1.3)[step % 5]  # bursts of asks, and idle gaps
+        bucket, grant = take(bucket, rate, 10, now, horizon=2.0)
+        sends.extend(now + grant.due(i) for i in range(grant.granted))
+    sends.sort()
+    j = 0
+    busiest = 0
+    for i, t in enumerate(sends):
+        while sends[j] <= t - 1.0:
+            j += 1
+        busiest = max(busiest, i - j + 1)
+    assert busiest <= rate + burst(rate) + 1e-9
