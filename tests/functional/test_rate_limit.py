@@ -11,6 +11,7 @@ from chalicelib.core.resources.broker import MAX_RATE_ANNOTATION
 from chalicelib.ports import HttpResponse
 from chalicelib.services.delivery import FAILURE_RETRY_SECONDS
 from tests.functional.harness import Harness
+from tests.functional.test_ordered_delivery import deliver, fifo_dlq, fifo_queue, send
 
 OK = HttpResponse(202, {}, b"")
 
@@ -147,3 +148,40 @@ def _now() -> float:
     import time
 
     return time.time()
+
+
+def test_an_ordered_trigger_waits_in_the_invocation_and_holds_its_group_when_handed_back() -> None:
+    """FIFO: a copy would lose its place in its group, so an ordered trigger's events wait for
+    their tokens inside the invocation; past the hold, the event is handed back (its group held
+    behind it) and delivered later, in order, never dead-lettered."""
+    h = Harness(OK, OK, OK, OK)
+    c = h.container
+    waits: list[float] = []
+    c.delivery_parts = replace(  # type: ignore[misc]
+        c.delivery_parts, rate_horizon=0.0, rate_hold=3.0, sleep=waits.append
+    )
+    h.broker()
+    annotations = {MAX_RATE_ANNOTATION: "1", "serverless-broker/delivery-order": "ordered"}
+    body = {
+        "metadata": {"name": "t", "annotations": annotations},
+        "spec": {"broker": "default", "subscriber": {"uri": "http://sub.example/"}},
+    }
+    c.triggers.put("ns", "t", body)
+    for i in range(3):
+        send(h, f"k{i}", "key")
+    queue = fifo_queue(h)
+    for _ in range(3):
+        assert deliver(h, queue)["failed"] == []
+    assert [s.headers["ce-id"] for s in h.sender.sent] == ["k0", "k1", "k2"]
+    # a token a second (the sleep is virtual: the wall clock did not move between invocations)
+    assert len(waits) == 2 and 0.5 < waits[0] <= 1.0 and 1.5 < waits[1] <= 2.0
+    h.rate.acquire("ns/default/t", 1.0, 10, _now(), 10.0)  # booked far ahead by others
+    send(h, "k3", "key")
+    assert deliver(h, queue)["failed"] == ["k3"]  # handed back, not sent
+    assert len(h.sender.sent) == 3
+    for m in h.queues._q(queue)["messages"]:
+        m.visible_at = 0
+    h.rate._buckets.clear()
+    assert deliver(h, queue)["failed"] == []
+    assert [s.headers["ce-id"] for s in h.sender.sent][-1] == "k3"
+    assert h.queues.depth(fifo_dlq(h)) == 0
