@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from chalicelib import logs
 from chalicelib.core.delivery import policy
-from chalicelib.core.delivery.rate import Grant
 from chalicelib.ports import OutgoingMessage, Queues, RateLimiter
+from chalicelib.services.claims import SQS_MAX_BYTES
 from chalicelib.services.metrics import Metrics
 
 if TYPE_CHECKING:
@@ -107,10 +107,16 @@ class RateGate:
                 later = part[grant.granted :]
                 waited = sum(1 for i in range(grant.granted) if grant.due(i) > COUNTED_WAIT)
                 self._count(key, waited + len(later))
-                if later and kind == "held":
-                    delayed.update(self._hand_back(later, grant))
-                elif later:
-                    delayed.update(self._requeue(later, grant))
+                if not later:
+                    continue
+                # When the first job left out can be granted within the horizon again.
+                back = grant.wait
+                if grant.granted:
+                    back = max(0.0, grant.due(grant.granted) - horizon)
+                if kind == "held":
+                    delayed.update(self._hand_back(later, back, grant.interval))
+                else:
+                    delayed.update(self._requeue(later, back, grant.interval))
         return free, timed, delayed
 
     def _count(self, key: tuple[str, str, str], n: int) -> None:
@@ -119,43 +125,62 @@ class RateGate:
             dims = (("broker", broker), ("namespace", namespace), ("trigger", trigger))
             self._metrics.count_sorted(DELAYED_METRIC, dims, float(n))
 
-    def _requeue(self, later: list[Job], grant: Grant) -> dict[int, Exception | None]:
+    def _requeue(
+        self, later: list[Job], back: float, interval: float
+    ) -> dict[int, Exception | None]:
         """Copies of never-tried jobs, each delayed until about its token (SQS's maximum delay
-        at most: a copy due later is delayed again when it comes back)."""
+        at most: a copy due later is delayed again when it comes back); sent in calls of at most
+        10 entries and 256 KiB. A job whose copy SQS refused is handed back instead (it costs a
+        receive: logged, and counted with the delays)."""
         queue = later[0].queue
-        messages = []
+        out: dict[int, Exception | None] = {}
+        lost: list[Job] = []
+        chunk: list[tuple[int, Job, OutgoingMessage]] = []
+        size = 0
         for i, job in enumerate(later):
-            delay = min(SQS_MAX_DELAY_SECONDS, math.ceil(grant.wait + i * grant.interval))
+            delay = min(SQS_MAX_DELAY_SECONDS, math.ceil(back + i * interval))
             body = str(job.record["body"])
-            messages.append(OutgoingMessage(str(i), body, delay_seconds=max(1, delay)))
-        try:
-            failed = set(self._queues.send_batch(queue, messages))
-        except Exception as exc:
-            # Not copied: hand them back instead (costs a receive, said in the log and metric).
-            log.warning(
-                "could not requeue %d rate-delayed message(s) of %s; handing them back: %s",
-                len(later),
-                queue,
-                exc,
-                extra={"queue": queue},
-            )
-            return self._hand_back(later, grant)
-        out: dict[int, Exception | None] = {job.index: None for job in later}
-        if failed:  # SQS refused some entries: those are handed back instead
-            lost = [job for i, job in enumerate(later) if str(i) in failed]
+            n = len(body.encode())
+            if chunk and (len(chunk) == 10 or size + n > SQS_MAX_BYTES):
+                lost += self._send_copies(queue, chunk, out)
+                chunk, size = [], 0
+            chunk.append((i, job, OutgoingMessage(str(i), body, delay_seconds=max(1, delay))))
+            size += n
+        if chunk:
+            lost += self._send_copies(queue, chunk, out)
+        if lost:
             log.warning(
                 "could not requeue %d rate-delayed message(s) of %s; handing them back",
                 len(lost),
                 queue,
                 extra={"queue": queue},
             )
-            out.update(self._hand_back(lost, grant))
+            out.update(self._hand_back(lost, back, interval))
         return out
 
-    def _hand_back(self, later: list[Job], grant: Grant) -> dict[int, Exception | None]:
+    def _send_copies(
+        self,
+        queue: str,
+        chunk: list[tuple[int, Job, OutgoingMessage]],
+        out: dict[int, Exception | None],
+    ) -> list[Job]:
+        """Send one call's copies; marks the sent ones done in ``out``, returns the others."""
+        try:
+            failed = set(self._queues.send_batch(queue, [m for _, _, m in chunk]))
+        except Exception as exc:
+            log.warning("requeue to %s failed: %s", queue, exc, extra={"queue": queue})
+            return [job for _, job, _ in chunk]
+        for _, job, message in chunk:
+            if message.id not in failed:
+                out[job.index] = None
+        return [job for _, job, message in chunk if message.id in failed]
+
+    def _hand_back(
+        self, later: list[Job], back: float, interval: float
+    ) -> dict[int, Exception | None]:
         out: dict[int, Exception | None] = {}
         for i, job in enumerate(later):
-            seconds = policy.visibility_timeout_for(max(1.0, grant.wait + i * grant.interval))
+            seconds = policy.visibility_timeout_for(max(1.0, back + i * interval))
             record: Mapping[str, Any] = job.record
             message = f"rate-limited: token due in {seconds}s"
             try:

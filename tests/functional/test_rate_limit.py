@@ -185,3 +185,17 @@ def test_an_ordered_trigger_waits_in_the_invocation_and_holds_its_group_when_han
     assert deliver(h, queue)["failed"] == []
     assert [s.headers["ce-id"] for s in h.sender.sent][-1] == "k3"
     assert h.queues.depth(fifo_dlq(h)) == 0
+
+
+def test_copies_sqs_refuses_are_handed_back_instead_never_lost() -> None:
+    h, _ = setup("1", OK, horizon=0.0, hold=0.0)
+    for i in range(4):
+        h.send(id_=str(i))
+    h.queues.fail_next_sends = 2  # SQS refuses two entries of the copies' call
+    answer = h.deliver_once("tr")
+    assert len(h.sender.sent) == 1  # the one token in the bucket
+    assert len(answer["batchItemFailures"]) == 2  # refused copies: handed back, kept
+    queue = h.queues._q(h.queue_of("tr"))["messages"]
+    assert len(queue) == 2 + 1  # the two handed back, the one copy
+    assert all(m.visible_at > 0 for m in queue)  # none comes back before its token
+    assert _delayed(h) == 3
