@@ -60,7 +60,7 @@ def test_a_batch_within_the_horizon_is_paced_at_the_rate_not_failed() -> None:
     assert answer["batchItemFailures"] == [] and answer["received"] == 10
     assert len(h.sender.sent) == 10  # a full bucket (1) and two seconds of tokens ahead (10)
     # each send waited for its token: due one fifth of a second after the previous one
-    assert len(waits) == 9 and 1.5 < max(waits) <= 1.8
+    assert len(waits) == 9 and 1.2 < max(waits) <= 1.8  # (less the time spent before it)
     assert _delayed(h) == 9
     assert h.queues.depth(h.queue_of("tr")) == 0
 
