@@ -17,6 +17,7 @@ from brokerctl.commands_common import (
     wait_options,
     wait_ready,
 )
+from chalicelib.core.resources.broker import MAX_RATE_ANNOTATION
 from chalicelib.core.resources.trigger import DELIVERY_ORDER_ANNOTATION
 
 
@@ -50,6 +51,7 @@ def add_trigger_parser(sub: Any) -> None:
         help="deliver in arrival order per partitionkey, one at a time (SQS FIFO queues; "
         "fixed for the trigger's life; docs/ordering.md)",
     )
+    _max_rate_option(create)
     delivery_options(create)
     wait_options(create, "trigger")
     create.set_defaults(func=command(_create))
@@ -79,6 +81,7 @@ def add_trigger_parser(sub: Any) -> None:
         help="set a filter attribute, or remove it with KEY-; repeatable",
     )
     update.add_argument("--sink", metavar="URI", help="subscriber URI")
+    _max_rate_option(update)
     delivery_options(update)
     wait_options(update, "trigger")
     update.set_defaults(func=command(_update))
@@ -86,6 +89,22 @@ def add_trigger_parser(sub: Any) -> None:
     delete = verbs.add_parser("delete", parents=[conn], help="delete a trigger")
     delete.add_argument("name")
     delete.set_defaults(func=command(_delete))
+
+
+def _max_rate_option(parser: Any) -> None:
+    parser.add_argument(
+        "--max-rate",
+        metavar="N",
+        help="deliver at most N events per second to the subscriber, across all concurrent "
+        "deliveries; more wait, none fail (annotation serverless-broker/max-rate, a decimal "
+        "from 0.1 to 10000; docs/flow-control.md)",
+    )
+
+
+def _annotate_max_rate(metadata: dict[str, Any], args: argparse.Namespace) -> None:
+    rate = getattr(args, "max_rate", None)
+    if rate is not None:
+        metadata["annotations"] = {**(metadata.get("annotations") or {}), MAX_RATE_ANNOTATION: rate}
 
 
 def trigger_body(args: argparse.Namespace) -> dict[str, Any]:
@@ -98,6 +117,7 @@ def trigger_body(args: argparse.Namespace) -> dict[str, Any]:
     metadata: dict[str, Any] = {"name": args.name}
     if getattr(args, "ordered", False):
         metadata["annotations"] = {DELIVERY_ORDER_ANNOTATION: "ordered"}
+    _annotate_max_rate(metadata, args)
     return {
         "apiVersion": "eventing.knative.dev/v1",
         "kind": "Trigger",
@@ -124,6 +144,7 @@ def updated_body(current: dict[str, Any], args: argparse.Namespace) -> dict[str,
         spec["delivery"] = delivery
     meta = current.get("metadata") or {}
     metadata = {k: meta[k] for k in ("name", "labels", "annotations") if k in meta}
+    _annotate_max_rate(metadata, args)
     body = {"apiVersion": current.get("apiVersion"), "kind": current.get("kind")}
     return {**body, "metadata": metadata, "spec": spec}
 
@@ -160,8 +181,10 @@ def _describe(args: argparse.Namespace, client: BrokerClient) -> None:
 
 
 def _update(args: argparse.Namespace, client: BrokerClient) -> None:
-    if not (args.filter or args.sink is not None or apply_delivery(args, None)):
-        raise UsageError("nothing to update: give --filter, --sink or a delivery option")
+    if not (args.filter or args.sink is not None or args.max_rate or apply_delivery(args, None)):
+        raise UsageError(
+            "nothing to update: give --filter, --sink, --max-rate or a delivery option"
+        )
     body = updated_body(client.get(client.path("triggers", args.name)), args)
     doc = _wait(args, client, client.put(client.path("triggers", args.name), body))
     ns = client.target.namespace

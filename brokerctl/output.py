@@ -239,6 +239,8 @@ def describe_trigger(doc: Mapping[str, Any]) -> None:
     annotations = (doc.get("metadata") or {}).get("annotations") or {}
     if annotations.get("serverless-broker/delivery-order") == "ordered":
         _field("Order", "ordered (per partitionkey, one at a time)")
+    if annotations.get("serverless-broker/max-rate"):  # docs/flow-control.md
+        _field("Max rate", f"{annotations['serverless-broker/max-rate']} events/s")
     _filters(spec)
     say("Sink:")
     _field("URI", (spec.get("subscriber") or {}).get("uri"), indent=2)

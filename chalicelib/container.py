@@ -22,6 +22,7 @@ from chalicelib.ports import (
     KafkaPublisher,
     Mappings,
     Queues,
+    RateLimiter,
     ResourceStore,
     SeenEvents,
 )
@@ -135,6 +136,12 @@ class Container:
         )
 
     @cached_property
+    def rate_limiter(self) -> RateLimiter:
+        from chalicelib.adapters.dynamodb_rate import DynamoRateLimiter
+
+        return DynamoRateLimiter(self.clients, self.settings.table_name)
+
+    @cached_property
     def delivery_parts(self) -> DeliveryParts:
         return DeliveryParts(
             self.cache,
@@ -146,6 +153,9 @@ class Container:
             self.archive,
             archive_batch_seconds=self.settings.archive_batch_seconds,
             max_attempt_timeout=max(1.0, self.settings.delivery_function_timeout_seconds - 10),
+            rate_limiter=self.rate_limiter,
+            # a third of the function's time at most waiting for tokens (docs/flow-control.md)
+            rate_hold=max(10.0, self.settings.delivery_function_timeout_seconds / 3),
         )
 
     @cached_property

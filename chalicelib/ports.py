@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from chalicelib.core.cloudevents.kafka_binding import KafkaRecord
+from chalicelib.core.delivery.rate import Grant
 from chalicelib.core.resources.kafka_source import KafkaMappingInfo, KafkaMappingSpec
 
 
@@ -238,4 +239,18 @@ class SeenEvents(Protocol):
     def release(self, scope: str, keys: Sequence[tuple[str, str]]) -> None:
         """Forget keys this caller claimed: their request failed after the claim, and the
         producer's retry must not be taken for a duplicate. Raises UnavailableError."""
+        ...
+
+
+# ---- Flow control (docs/flow-control.md) -------------------------------------------------------
+
+
+class RateLimiter(Protocol):
+    """Token buckets shared by every delivery invocation (core/delivery/rate.py). ``key`` names a
+    trigger's bucket; ``now`` is seconds since the epoch (the caller's clock)."""
+
+    def acquire(self, key: str, rate: float, n: int, now: float, horizon: float) -> Grant:
+        """Take up to ``n`` tokens due within ``horizon`` seconds, atomically with respect to
+        concurrent callers on the same key (no token is granted twice). Raises
+        UnavailableError when the bucket cannot be read or written."""
         ...

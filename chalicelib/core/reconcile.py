@@ -22,7 +22,7 @@ from chalicelib.core.names import dlq_name, is_owned_queue, queue_name, trigger_
 from chalicelib.core.resources.broker import MAX_CONCURRENCY_ANNOTATION, Broker
 from chalicelib.core.resources.delivery_spec import CRASH_RECEIVE_MARGIN, SQS_MAX_RECEIVE_COUNT
 from chalicelib.core.resources.kafka_source import KafkaAction
-from chalicelib.core.resources.trigger import Trigger, effective_delivery
+from chalicelib.core.resources.trigger import Trigger, effective_delivery, max_rate
 
 REPORT_BATCH_ITEM_FAILURES = "ReportBatchItemFailures"
 # AWS: set a queue's visibility timeout to at least six times the function's timeout, so that a
@@ -51,6 +51,10 @@ _CREATE_ONLY = frozenset({"FifoQueue"})
 # the queue's redrive could dead-letter them untried. Within a group deliveries are one at a time
 # anyway; other groups still run side by side, one invocation each.
 FIFO_BATCH_SIZE = 1
+# Receives beyond the crash margin for a rate-limited trigger: a retried or ordered event that
+# waits longer than the invocation may hold it is handed back with a visibility timeout, which
+# SQS counts as a receive (docs/flow-control.md).
+RATE_RECEIVE_MARGIN = 10
 
 TriggerKey = tuple[str, str, str]  # (namespace, broker, trigger)
 
@@ -264,11 +268,13 @@ def queue_attributes(config: ProvisioningConfig, *, fifo: bool = False) -> dict[
     return attributes
 
 
-def max_receive_count(retry: int | None) -> int:
+def max_receive_count(retry: int | None, *, rate_limited: bool = False) -> int:
     """Above the ``retry + 1`` attempts the delivery function makes before it dead-letters an
     event itself (with the error extensions): the queue's own redrive only catches messages on
-    which the function kept crashing."""
-    return min((retry or 0) + 1 + CRASH_RECEIVE_MARGIN, SQS_MAX_RECEIVE_COUNT)
+    which the function kept crashing. A rate-limited trigger's retried events may be handed back
+    to wait for a token (docs/flow-control.md): a few more receives for those."""
+    margin = CRASH_RECEIVE_MARGIN + (RATE_RECEIVE_MARGIN if rate_limited else 0)
+    return min((retry or 0) + 1 + margin, SQS_MAX_RECEIVE_COUNT)
 
 
 def max_concurrency(trigger: Trigger, broker: Broker, default: int | None) -> int | None:
@@ -287,7 +293,8 @@ def _wanted(config: ProvisioningConfig, trigger: Trigger, broker: Broker) -> _Wa
     dlq = dlq_name(config.prefix, *key, fifo=fifo)
     delivery = effective_delivery(trigger, broker)
     attributes = queue_attributes(config, fifo=fifo)
-    redrive = Redrive(dlq, max_receive_count(delivery.retry))
+    rate_limited = max_rate(trigger, broker) is not None
+    redrive = Redrive(dlq, max_receive_count(delivery.retry, rate_limited=rate_limited))
     concurrency = max_concurrency(trigger, broker, config.max_concurrency)
     enabled = config.mappings_enabled
     batch_size = FIFO_BATCH_SIZE if fifo else config.batch_size

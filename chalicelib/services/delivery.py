@@ -39,10 +39,12 @@ from chalicelib.ports import (
     OutgoingMessage,
     PublishResult,
     Queues,
+    RateLimiter,
 )
 from chalicelib.services import tracing
 from chalicelib.services.archiver import Archiver
 from chalicelib.services.claims import Claims
+from chalicelib.services.flow_control import RateGate
 from chalicelib.services.ingress import TTL_ATTRIBUTE
 from chalicelib.services.metrics import Metrics, status_class
 from chalicelib.services.routing import ConfigCache, Route
@@ -87,6 +89,13 @@ class DeliveryParts:
     archive_batch_seconds: float = 0.0
     max_attempt_timeout: float = 50.0
     clock: Callable[[], datetime] = utcnow
+    # max-rate (docs/flow-control.md): the shared buckets (None: the annotation is not enforced),
+    # how far ahead a never-tried event may wait for its token inside the invocation, and how far
+    # a retried or ordered one (which cannot be copied back to its queue without losing count).
+    rate_limiter: RateLimiter | None = None
+    rate_horizon: float = 10.0
+    rate_hold: float = 20.0
+    sleep: Callable[[float], None] = time.sleep
 
 
 class Destination(NamedTuple):
@@ -127,6 +136,7 @@ class Role(Protocol):
     function: str  # the Lambda function, as archive_failure_count's dimension
     request_headers: Mapping[str, str]  # added to every HTTP request
     reads_replies: bool
+    rate_limited: bool  # a trigger's max-rate applies (to its subscriber, not its sink)
 
     def target(self, route: Route) -> str:
         """The URI to deliver to; raises NoDeadLetterSinkError when there is none."""
@@ -204,6 +214,18 @@ class Delivery:
         self._pool = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="deliver")
         self._pacer = pacer or Pacer(pool_size, time.monotonic)
         self._processors = threading.local()
+        limiter = parts.rate_limiter if role.rate_limited else None
+        self._rate = (
+            None
+            if limiter is None
+            else RateGate(
+                limiter,
+                parts.queues,
+                parts.metrics,
+                horizon=parts.rate_horizon,
+                hold=parts.rate_hold,
+            )
+        )
 
     # ---- the Lambda entry ---------------------------------------------------------------------
 
@@ -258,7 +280,10 @@ class Delivery:
                     jobs.append(job)
         if not jobs:
             return outcomes
-        self._send_all(jobs)
+        if self._rate is not None:
+            jobs = self._send_paced(jobs, outcomes)
+        else:
+            self._send_all(jobs)
         other = []
         for job in jobs:
             if job.error is None:
@@ -323,6 +348,14 @@ class Delivery:
             return self._failure(record, exc)
         if job is None:
             return None
+        if self._rate is not None and job.destination.route.max_rate is not None:
+            try:
+                _, timed, delayed = self._rate.admit([job], fifo=True)
+            except Exception as exc:
+                return self._failure(record, exc, job)
+            if delayed:
+                return delayed[index]
+            self._wait_until(timed[0][0])
         self._transmit(job)
         if job.error is None:
             try:
@@ -373,6 +406,41 @@ class Delivery:
         lane()  # the calling thread is one of the lanes
         for helper in helpers:
             helper.result()
+
+    def _send_paced(self, jobs: list[Job], outcomes: list[Exception | None]) -> list[Job]:
+        """``_send_all`` for a batch with rate-limited triggers (docs/flow-control.md): each
+        granted job is sent at its token's due time, the delayed ones are settled here (their
+        outcomes set), the others are sent as usual. Returns the jobs that were sent."""
+        assert self._rate is not None
+        try:
+            free, timed, delayed = self._rate.admit(jobs)
+        except Exception as exc:  # the bucket could not be read: nothing sent, all retried
+            for job in jobs:
+                outcomes[job.index] = self._failure(job.record, exc, job)
+            return []
+        for index, outcome in delayed.items():
+            outcomes[index] = outcome
+        if free:
+            self._send_all(free)
+        timed.sort(key=lambda pair: pair[0])
+        pending = iter(timed)  # shared: each lane takes the next job due
+
+        def lane() -> None:
+            for due, job in pending:
+                self._wait_until(due)
+                self._transmit(job)
+
+        lanes = min(len(timed), self._pacer.concurrency(jobs[0].queue, len(timed)))
+        helpers = [self._pool.submit(lane) for _ in range(lanes - 1)]
+        lane()
+        for helper in helpers:
+            helper.result()
+        return free + [job for _, job in timed]
+
+    def _wait_until(self, due: float) -> None:
+        wait = due - time.monotonic()
+        if wait > 0:
+            self._parts.sleep(wait)
 
     def _serial(self, queue: str, jobs: list[Job], start: int, stop: int) -> int:
         """Send ``jobs[start:stop]`` one after the other and show the pacer how long they took;

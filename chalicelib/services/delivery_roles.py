@@ -32,6 +32,7 @@ class Subscribers:
     function = "delivery"
     request_headers: Mapping[str, str] = MappingProxyType({"Prefer": "reply"})
     reads_replies = True
+    rate_limited = True
 
     def __init__(self, parts: DeliveryParts, ingress: Ingress) -> None:
         self._parts = parts
@@ -90,6 +91,7 @@ class DeadLetterSinks:
     function = "dead_letter"
     request_headers: Mapping[str, str] = MappingProxyType({})
     reads_replies = False
+    rate_limited = False
 
     def __init__(self, parts: DeliveryParts) -> None:
         self._parts = parts

@@ -25,6 +25,7 @@ COUNTERS = (
     "archive_failure_count",
     "duplicate_count",
     "dedup_release_failure_count",
+    "delayed_delivery_count",
 )
 LATENCIES = ("event_dispatch_latency_ms",)
 _UNITS = {"Count", "Milliseconds"}

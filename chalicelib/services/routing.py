@@ -19,7 +19,7 @@ from chalicelib.core.filtering.filter_index import TriggerIndex
 from chalicelib.core.filtering.filters import Filter, build_filter
 from chalicelib.core.resources.broker import BROKERS, Broker
 from chalicelib.core.resources.delivery_spec import DeliverySpec
-from chalicelib.core.resources.trigger import TRIGGERS, Trigger, effective_delivery
+from chalicelib.core.resources.trigger import TRIGGERS, Trigger, effective_delivery, max_rate
 from chalicelib.core.tokens import STORE_KIND as TOKEN
 from chalicelib.ports import ResourceStore
 from chalicelib.services.resources import Resources
@@ -42,6 +42,7 @@ class Route:
     delivery: DeliverySpec
     filter: Filter
     ready: bool
+    max_rate: float | None = None  # events per second (docs/flow-control.md); None: no limit
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,7 @@ def load_broker_config(
                 delivery=effective_delivery(trigger, broker),
                 filter=_compiled_filter(trigger),
                 ready=bool(stored.state.get("provisioned_at")),
+                max_rate=max_rate(trigger, broker),
             )
         )
     hashes: tuple[str, ...] = ()

@@ -392,3 +392,29 @@ def test_describe_shows_an_ordered_trigger(api: RecordingApi, cli: Runner):
     assert "Order:" in out and "ordered (per partitionkey" in out
     api.answer("GET", f"{CP}/default/triggers/ledger", doc={**doc, "metadata": {"name": "ledger"}})
     assert "Order:" not in cli("trigger", "describe", "ledger").out
+
+
+def test_trigger_max_rate_is_an_annotation_on_create_and_update_and_described(
+    api: RecordingApi, cli: Runner
+):
+    """--max-rate (docs/flow-control.md): the serverless-broker/max-rate annotation as given
+    (the API validates it), kept with the other annotations on update, and shown by describe."""
+    assert cli("trigger", "create", "slow", "--sink", "http://sub/", "--max-rate", "2.5").code == 0
+    annotations = api.seen[0].json()["metadata"]["annotations"]
+    assert annotations == {"serverless-broker/max-rate": "2.5"}
+    path = f"{CP}/default/triggers/slow"
+    current = {
+        "metadata": {"name": "slow", "annotations": {"serverless-broker/max-rate": "2.5",
+                                                     "other": "kept"}},
+        "spec": {"broker": "default", "subscriber": {"uri": "http://sub/"}},
+    }  # fmt: skip
+    api.answer("GET", path, doc=current)
+    assert cli("trigger", "update", "slow", "--max-rate", "40").code == 0
+    put = api.seen[-1]
+    assert put.json()["metadata"]["annotations"] == {
+        "serverless-broker/max-rate": "40",
+        "other": "kept",
+    }
+    out = cli("trigger", "describe", "slow").out
+    line = next(x for x in out.splitlines() if "Max rate" in x)
+    assert "2.5 events/s" in line

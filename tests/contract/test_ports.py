@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from chalicelib.core.delivery.rate import burst
 from chalicelib.core.errors import ConflictError, NotFoundError
 from chalicelib.ports import OutgoingMessage
 from tests.backends import AWS_BACKENDS, BACKENDS, aws_env
@@ -19,6 +20,7 @@ from tests.fakes import (
     MemoryBlobs,
     MemoryMappings,
     MemoryQueues,
+    MemoryRateLimiter,
     MemorySeenEvents,
     MemoryStore,
 )
@@ -490,3 +492,50 @@ def test_seen_concurrent_claims_of_one_key_have_one_winner(seen: Any, size: int)
         results = list(pool.map(claim, range(6)))
     wins = sorted(i for fresh in results for i in fresh)
     assert wins == list(range(size)), results
+
+
+# ---- RateLimiter (docs/flow-control.md) --------------------------------------------------------
+
+
+@pytest.fixture(params=BACKENDS)
+def limiter(request: pytest.FixtureRequest) -> Any:
+    if request.param == "memory":
+        return MemoryRateLimiter()
+    from brokerctl.bootstrap import bootstrap
+    from chalicelib.adapters.dynamodb_rate import DynamoRateLimiter
+
+    settings, clients = aws_env(request, request.param)
+    bootstrap(settings, clients, say=lambda line: None)
+    return DynamoRateLimiter(clients, settings.table_name)
+
+
+def test_rate_bucket_starts_full_then_grants_ahead_within_the_horizon(limiter: Any) -> None:
+    key = _unique("ns") + "/b/t"
+    first = limiter.acquire(key, 50.0, 8, NOW, 0.0)
+    assert (first.granted, first.wait) == (5, 0.0)  # a tenth of a second's worth at once
+    ahead = limiter.acquire(key, 50.0, 8, NOW, 0.1)
+    assert ahead.granted == 5 and ahead.wait == pytest.approx(0.02)
+    none = limiter.acquire(key, 50.0, 8, NOW, 0.1)
+    assert none.granted == 0 and none.wait == pytest.approx(0.02)  # back when one fits
+    assert limiter.acquire(_unique("ns") + "/b/t", 50.0, 1, NOW, 0.0).granted == 1  # own
+
+
+def test_rate_bucket_refills_at_the_rate(limiter: Any) -> None:
+    key = _unique("ns") + "/b/t"
+    assert limiter.acquire(key, 20.0, 10, NOW, 0.0).granted == 2
+    assert limiter.acquire(key, 20.0, 10, NOW + 1.5, 0.0).granted == 2  # 30 earned, capped at 2
+    assert limiter.acquire(key, 20.0, 10, NOW + 1.575, 0.0).granted == 1  # 1.5 earned
+
+
+def test_rate_concurrent_takers_never_share_a_token(limiter: Any) -> None:
+    """Eight threads take tokens of one bucket at once, as concurrent delivery invocations do:
+    together they get exactly what the bucket holds (burst + horizon * rate), never more."""
+    key = _unique("ns") + "/b/t"
+    rate, horizon = 10.0, 3.0
+
+    def take(_: int) -> int:
+        return sum(limiter.acquire(key, rate, 3, NOW, horizon).granted for _ in range(5))
+
+    with ThreadPoolExecutor(8) as pool:
+        granted = sum(pool.map(take, range(8)))
+    assert granted == int(burst(rate) + horizon * rate)  # 31 of the 120 asked for

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from chalicelib.core.delivery.rate import Bucket, Grant, take
 from chalicelib.core.errors import ConflictError, NotFoundError, UnavailableError
 from chalicelib.ports import (
     HttpResponse,
@@ -512,3 +513,23 @@ class MemorySeenEvents:
                 raise UnavailableError("seen events: injected release failure")
             for source, event_id in keys:
                 self._seen.pop((scope, source, event_id), None)
+
+
+class MemoryRateLimiter:
+    """RateLimiter in a dict, on the same arithmetic as the adapter; ``calls`` counts acquires and
+    ``fail_next`` makes that many raise UnavailableError."""
+
+    def __init__(self) -> None:
+        self._buckets: dict[str, Bucket] = {}
+        self._lock = threading.Lock()
+        self.calls = 0
+        self.fail_next = 0
+
+    def acquire(self, key: str, rate: float, n: int, now: float, horizon: float) -> Grant:
+        with self._lock:
+            self.calls += 1
+            if self.fail_next:
+                self.fail_next -= 1
+                raise UnavailableError("rate limiter: injected failure")
+            self._buckets[key], grant = take(self._buckets.get(key), rate, n, now, horizon)
+            return grant

@@ -18,6 +18,7 @@ from tests.fakes import (
     MemoryBlobs,
     MemoryMappings,
     MemoryQueues,
+    MemoryRateLimiter,
     MemorySeenEvents,
     MemoryStore,
     ScriptedSender,
@@ -44,6 +45,7 @@ class Harness:
         self.archive = MemoryArchive()
         self.sender = ScriptedSender(*answers)
         self.seen = MemorySeenEvents()
+        self.rate = MemoryRateLimiter()
         # cached_property values can be set on the instance: the fakes replace the adapters.
         c.store = self.store  # type: ignore[misc]
         c.queues = self.queues  # type: ignore[misc]
@@ -53,6 +55,7 @@ class Harness:
         c.archive = self.archive  # type: ignore[misc]
         c.sender = self.sender  # type: ignore[misc]
         c.seen_events = self.seen  # type: ignore[misc]
+        c.rate_limiter = self.rate  # type: ignore[misc]
         self.container = c
 
     # ---- control plane shortcuts ----------------------------------------------------------------

@@ -276,6 +276,7 @@ def test_functions_that_ingest_may_write_only_the_event_type_sample(
         for st in policy_files[function]["Statement"]
         if any(a in st["Action"] for a in ("dynamodb:PutItem", "dynamodb:UpdateItem"))
         and st["Sid"] != "Dedup"  # test_functions_that_ingest_may_claim_dedup_keys
+        and st["Sid"] != "RateBuckets"  # test_delivery_may_write_only_rate_buckets_besides
     ]
     assert [st["Action"] for st in writes] == [["dynamodb:PutItem"]]
     leading = writes[0]["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]
@@ -313,3 +314,22 @@ def test_functions_that_ingest_may_claim_dedup_keys(
     assert leading == [f"{KEY_PREFIX}*"]
     ttl = template["Resources"]["Table"]["Properties"]["TimeToLiveSpecification"]
     assert ttl == {"AttributeName": TTL_ATTRIBUTE, "Enabled": True}
+
+
+def test_delivery_may_write_only_rate_buckets_besides(
+    policy_files: dict[str, dict[str, Any]],
+) -> None:
+    """The delivery function takes tokens of rate-limited triggers' buckets (docs/flow-control.md):
+    a read (the table-wide GetItem) and a conditional PutItem on ``rate#`` items, and no others;
+    the dead-letter function, which no rate applies to, none."""
+    from chalicelib.adapters.dynamodb_rate import KEY_PREFIX
+
+    by_sid = {st["Sid"]: st for st in policy_files["delivery"]["Statement"]}
+    rate = by_sid["RateBuckets"]
+    assert rate["Action"] == ["dynamodb:PutItem"]
+    assert rate["Resource"] == {"Fn::ImportValue": "serverless-broker-prod-TableArn"}
+    leading = rate["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]
+    assert leading == [f"{KEY_PREFIX}*"]
+    assert "dynamodb:GetItem" in by_sid["Table"]["Action"]
+    dead_letter = {st["Sid"] for st in policy_files["dead_letter"]["Statement"]}
+    assert "RateBuckets" not in dead_letter

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from chalicelib.core.delivery.rate import MAX_RATE, MIN_RATE
 from chalicelib.core.errors import ImmutableFieldError, Problem, ValidationError
 from chalicelib.core.names import quote
 from chalicelib.core.resources import meta
@@ -35,6 +36,9 @@ INGRESS_AUTH_ANNOTATION = "serverless-broker/ingress-auth"
 # trigger's event source mappings (Lambda's range).
 MAX_CONCURRENCY_ANNOTATION = "serverless-broker/max-concurrency"
 MAX_CONCURRENCY_RANGE = (2, 1000)
+# On a broker (for all its triggers) or a trigger: events per second delivered to the subscriber,
+# across every concurrent delivery (docs/flow-control.md).
+MAX_RATE_ANNOTATION = "serverless-broker/max-rate"
 # Ingress drops a repeat of (source, id) seen within this ISO-8601 duration (docs/dedup.md).
 DEDUP_WINDOW_ANNOTATION = "serverless-broker/dedup-window"
 MAX_DEDUP_WINDOW_SECONDS = 24 * 3600.0
@@ -153,12 +157,14 @@ def _broker_annotations(annotations: dict[str, str], problems: list[Problem]) ->
             Problem(where(INGRESS_AUTH_ANNOTATION), f'must be "none" or "token", got {quote(auth)}')
         )
     max_concurrency_problems(annotations, problems)
+    max_rate_problems(annotations, problems)
     _dedup_window_problems(annotations, problems)
     known = (
         LEGACY_SPEC_VERSIONS_ANNOTATION,
         MAX_EVENT_BYTES_ANNOTATION,
         INGRESS_AUTH_ANNOTATION,
         MAX_CONCURRENCY_ANNOTATION,
+        MAX_RATE_ANNOTATION,
         DEDUP_WINDOW_ANNOTATION,
     )
     for key in annotations:
@@ -178,6 +184,29 @@ def max_concurrency_problems(annotations: Mapping[str, str], problems: list[Prob
                 f"metadata.annotations[{MAX_CONCURRENCY_ANNOTATION}]",
                 f"must be a whole number from {low} to {high} (Lambda's MaximumConcurrency), "
                 f"got {quote(value)}",
+            )
+        )
+
+
+def parse_max_rate(value: str | None) -> float | None:
+    """Events per second from the annotation's text; None when absent or not a rate in range
+    (bounded before ``float``: a value is at most 16 characters, plain decimal digits)."""
+    if value is None or not 0 < len(value) <= 16 or not value.isascii():
+        return None
+    if not value.replace(".", "", 1).isdigit():
+        return None  # no sign, exponent, inf or nan
+    rate = float(value)
+    return rate if MIN_RATE <= rate <= MAX_RATE else None
+
+
+def max_rate_problems(annotations: Mapping[str, str], problems: list[Problem]) -> None:
+    value = annotations.get(MAX_RATE_ANNOTATION)
+    if value is not None and parse_max_rate(value) is None:
+        problems.append(
+            Problem(
+                f"metadata.annotations[{MAX_RATE_ANNOTATION}]",
+                f"must be events per second, a decimal number from {MIN_RATE:g} to "
+                f"{MAX_RATE:g}, got {quote(value[:64])}",
             )
         )
 

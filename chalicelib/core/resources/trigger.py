@@ -12,7 +12,13 @@ from chalicelib.core.errors import ImmutableFieldError, Problem, ValidationError
 from chalicelib.core.filtering.filters import validate_filters
 from chalicelib.core.names import name_problems
 from chalicelib.core.resources import meta
-from chalicelib.core.resources.broker import Broker, max_concurrency_problems
+from chalicelib.core.resources.broker import (
+    MAX_RATE_ANNOTATION,
+    Broker,
+    max_concurrency_problems,
+    max_rate_problems,
+    parse_max_rate,
+)
 from chalicelib.core.resources.delivery_spec import DeliverySpec, parse_delivery, parse_destination
 from chalicelib.core.resources.fields import json_object as _object
 from chalicelib.core.resources.fields import string_map as _string_map
@@ -64,6 +70,16 @@ def effective_delivery(trigger: Trigger, broker: Broker | None) -> DeliverySpec:
     return broker.delivery if broker is not None else DeliverySpec()
 
 
+def max_rate(trigger: Trigger, broker: Broker | None) -> float | None:
+    """Events per second for the trigger's deliveries: its annotation, else its broker's; None
+    when neither sets one (no limit)."""
+    for own in (trigger.annotations, broker.annotations if broker is not None else {}):
+        value = own.get(MAX_RATE_ANNOTATION)
+        if value is not None:
+            return parse_max_rate(value)
+    return None
+
+
 def parse_trigger(namespace: str, body: object, *, path_name: str | None) -> Trigger:
     """Validate and default a Trigger body; raises ValidationError naming every problem."""
     return _parse_trigger(namespace, body, path_name, check_filters=True)
@@ -78,6 +94,7 @@ def _parse_trigger(
     labels = _string_map(metadata.get("labels"), "metadata.labels", problems)
     annotations = _string_map(metadata.get("annotations"), "metadata.annotations", problems)
     max_concurrency_problems(annotations, problems)
+    max_rate_problems(annotations, problems)
     meta.choice(
         annotations.get(DELIVERY_ORDER_ANNOTATION),
         DELIVERY_ORDERS,
