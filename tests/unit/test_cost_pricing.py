@@ -72,12 +72,14 @@ def test_a_hand_priced_shape() -> None:
     assert rest["total"] - got["total"] == pytest.approx(3.50)
 
 
-def test_costs_are_per_million_delivered_so_more_triggers_share_the_ingress() -> None:
-    one = price_shape(_shape(), PRICES, ingress_mb=1024, delivery_mb=512)
+def test_costs_are_per_million_delivered_so_more_triggers_share_the_request() -> None:
+    front = "api_gateway_rest"
+    one = price_shape(_shape(), PRICES, front, ingress_mb=1024, delivery_mb=512)
     five = price_shape(
-        _shape(triggers=5, delivered=5_000_000), PRICES, ingress_mb=1024, delivery_mb=512
+        _shape(triggers=5, delivered=5_000_000), PRICES, front, ingress_mb=1024, delivery_mb=512
     )
-    assert five["ingress_lambda"] == pytest.approx(one["ingress_lambda"] / 5)
+    assert one["front"] == pytest.approx(3.50)
+    assert five["front"] == pytest.approx(3.50 / 5)
 
 
 def test_eventbridge_charges_per_64_kib_chunk_and_per_destination() -> None:
@@ -89,3 +91,14 @@ def test_eventbridge_charges_per_64_kib_chunk_and_per_destination() -> None:
 def test_idle_trigger_cost_is_its_mappings_long_polls() -> None:
     # 2 mappings x 5 pollers x (30 days / 20 s) = 1,296,000 ReceiveMessage at $0.40/M
     assert idle_usd_per_trigger_month(PRICES) == pytest.approx(1.296 * 0.40)
+
+
+def test_sends_are_priced_at_one_per_request_and_trigger_as_on_lambda() -> None:
+    """Local mode coalesces concurrent requests' sends; a Lambda container cannot."""
+    coalesced = Counter({("ingress", "sqs", "SendMessageBatch"): 200_000})
+    one_per_request = price_shape(_shape(), PRICES, ingress_mb=1024, delivery_mb=512)
+    got = price_shape(
+        _shape(calls=coalesced, sqs_chunks=200_000), PRICES, ingress_mb=1024, delivery_mb=512
+    )
+    assert got["sqs"] == pytest.approx(one_per_request["sqs"])
+    assert got["ingress_lambda"] == pytest.approx(one_per_request["ingress_lambda"])
