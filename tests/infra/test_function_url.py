@@ -4,8 +4,10 @@ moto's Lambda (create, switch AuthType, disable)."""
 from __future__ import annotations
 
 import io
+import json
 import zipfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -13,6 +15,7 @@ import pytest
 from moto import mock_aws
 
 from infra.function_url import FunctionUrl, put_on
+from tests.infra.test_template_lint import lint
 
 
 def test_stage_config_defaults_to_iam_and_refuses_unknown_auth_types() -> None:
@@ -63,3 +66,25 @@ def test_deploy_creates_switches_and_removes_the_url(lam: Any) -> None:
     assert put_on(lam, "serverless-broker-prod", FunctionUrl(False)) is None
     with pytest.raises(lam.exceptions.ResourceNotFoundException):
         lam.get_function_url_config(FunctionName="serverless-broker-prod")
+
+
+@pytest.mark.parametrize("auth", ["AWS_IAM", "NONE"])
+def test_the_resources_pass_cfn_lint(auth: str, tmp_path: Path) -> None:
+    function = {
+        "Type": "AWS::Lambda::Function",
+        "Properties": {
+            "Role": "arn:aws:iam::123456789012:role/r",
+            "Runtime": "python3.12",
+            "Handler": "app.app",
+            "Code": {"ZipFile": "def app(e, c): pass"},
+        },
+    }
+    url = FunctionUrl(True, auth)
+    template = {
+        "AWSTemplateFormatVersion": "2010-09-09",
+        "Resources": {"APIHandler": function, **url.sam_resources("APIHandler")},
+        "Outputs": url.sam_output(),
+    }
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(template))
+    assert lint(path) == []
