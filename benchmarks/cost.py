@@ -456,14 +456,19 @@ def main() -> None:
         "usd_per_million_single_api_gateway": price_shape(
             by["single_1"], prices, "api_gateway_rest"
         )["total"],
+        "usd_per_million_single_trickle": price_shape(by["single_1_trickle"], prices)["total"],
         "usd_per_million_eventbridge": price_eventbridge(1024, 1, prices),
         "idle_usd_per_trigger_month": idle,
     }
     notes = (
         f"list prices us-east-1 as of {prices['as_of']} (benchmarks/prices-us-east-1.json); USD "
         "per million delivered events (events x matching triggers); usd_per_million_single / "
-        "_batch10: ~1 KiB events, one trigger, single-event requests / batches of 10, ingress "
-        "through a Lambda Function URL; _api_gateway: the same through API Gateway REST; "
+        f"_batch10: ~1 KiB events, one trigger, single-event requests from {PRODUCERS} concurrent "
+        "producers (a busy broker) / batches of 10, ingress through a Lambda Function URL; "
+        "_trickle: single events from 1 producer (the delivery function invoked per event); "
+        "_api_gateway: the same as _single through API Gateway REST; ingress SQS sends priced "
+        "at >= 1 per request and trigger (a Lambda container cannot coalesce them as local "
+        f"mode does); archive records carried {CARRY_SECONDS:g} s by warm containers; "
         "eventbridge: PutEvents + one API destination per trigger for the same traffic; AWS "
         "calls counted on the local runtime (warm: routes cached), Lambda durations modelled "
         f"(assumptions: {json.dumps(ASSUMPTIONS)}); idle: SQS polls of a quiet trigger's "
