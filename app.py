@@ -7,7 +7,6 @@ from collections.abc import Callable
 from typing import Any
 
 from chalice.app import (
-    Chalice,
     ChaliceUnhandledError,
     ConvertToMiddleware,
     IAMAuthorizer,
@@ -18,6 +17,7 @@ from chalice.app import (
 from chalicelib import http_ingress, logs
 from chalicelib.config import APP_NAME, Settings
 from chalicelib.container import get_container
+from chalicelib.function_url import BrokerChalice
 from chalicelib.http_errors import error_response, json_response, with_problem_body
 from chalicelib.services.http_input import parse_json_body, parse_limit
 from chalicelib.services.resources import ResourceService
@@ -25,7 +25,8 @@ from chalicelib.services.resources import ResourceService
 _SETTINGS = Settings.from_env()
 # Chalice's log is the logger named after the app, as is powertools' (its service): on Lambda it
 # is powertools' alone (JSON), not also Chalice's plain-text handler.
-app = Chalice(app_name=APP_NAME, configure_logs=not _SETTINGS.on_lambda)
+# BrokerChalice: Chalice that also answers a Lambda Function URL's events (docs/cost.md).
+app = BrokerChalice(app_name=APP_NAME, configure_logs=not _SETTINGS.on_lambda)
 # API Gateway passes bodies of these media types to Lambda base64-encoded, so binary event data
 # arrives byte-exact; other (text) types arrive as UTF-8 text. Not "*/*": then every *response*
 # would be binary too, and API Gateway answers clients without an Accept header with base64 text.
@@ -108,6 +109,8 @@ def _route(path: str, methods: list[str], *, public: bool = False) -> Callable[[
                 raise ChaliceUnhandledError(type(exc).__name__) from exc
 
         authorizer = None if public else _CP_AUTH
+        if public:  # reachable through a Function URL whose AuthType is NONE
+            app.public_routes = app.public_routes | {path}
         app.route(path, methods=methods, authorizer=authorizer, content_types=ANY)(escaping)
         return escaping
 

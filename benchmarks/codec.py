@@ -130,7 +130,7 @@ def measure(mode: str, headers: dict[str, str], body: bytes) -> dict[str, float]
             "encode_sdk2": enc2,
             "encode_sdk1": enc1,
             "json_loads": lambda: json.loads(body),
-            # ours with the stdlib JSON path only (as where pydantic-core is not installed)
+            # ours with the stdlib JSON path only (as where no accelerator is installed)
             "decode_ours_stdlib": stdlib_only(lambda: codec.decode_http(headers, body)),
             "encode_ours_stdlib": stdlib_only(enc_ours),
         }

@@ -74,6 +74,9 @@ class Settings:
     # Archive records gathered across requests for this long before one write (services/
     # archiver.py); 0, the default for deployed functions: written before the function answers.
     archive_batch_seconds: float = 0.0
+    # On Lambda: a warm container carries archive records to a later invocation for up to this
+    # long (services/archiver.py, docs/cost.md); 0: written before the function answers.
+    archive_carry_seconds: float = 0.0
     subscriber_allowlist: tuple[str, ...] = field(default_factory=tuple)
     # Replays (docs/replay.md) start this long after their spec.to, when the archive holds every
     # record of the range: Firehose's buffer interval plus a margin (the template's
@@ -141,6 +144,9 @@ class Settings:
             max_concurrency=min(1000, max(2, int(number("BROKER_MAX_CONCURRENCY", "5", int)))),
             archive_batch_seconds=max(
                 0.0, float(number("BROKER_ARCHIVE_BATCH_SECONDS", "0", float))
+            ),
+            archive_carry_seconds=min(
+                300.0, max(0.0, float(number("BROKER_ARCHIVE_CARRY_SECONDS", "0", float)))
             ),
             replay_settle_seconds=max(
                 0.0,

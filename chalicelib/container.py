@@ -132,6 +132,7 @@ class Container:
             log=log.warning,
             observe=self.event_types.observe,
             archive_batch_seconds=self.settings.archive_batch_seconds,
+            archive_carry_seconds=self.settings.archive_carry_seconds,
             seen=self.seen_events,
         )
 
@@ -152,6 +153,7 @@ class Container:
             self.metrics,
             self.archive,
             archive_batch_seconds=self.settings.archive_batch_seconds,
+            archive_carry_seconds=self.settings.archive_carry_seconds,
             max_attempt_timeout=max(1.0, self.settings.delivery_function_timeout_seconds - 10),
             rate_limiter=self.rate_limiter,
             # a third of the function's time at most waiting for tokens (docs/flow-control.md)

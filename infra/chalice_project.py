@@ -144,7 +144,7 @@ def patch_package(
     """
     from chalice.utils import to_cfn_resource_name
 
-    from infra import api_protection, gateway_responses
+    from infra import api_protection, function_url, gateway_responses
 
     app = config["app_name"]
     outputs = template["Outputs"]
@@ -171,4 +171,8 @@ def patch_package(
         log_group = {"Fn::ImportValue": f"{app}-{stage}-{api_protection.ACCESS_LOG_EXPORT}"}
         protection = api_protection.ApiProtection.of_stage(config, stage)
         api["Properties"].update(protection.sam_properties(log_group))
+    if "APIHandler" in patched["Resources"]:  # the cheaper ingress (infra/function_url.py)
+        url = function_url.FunctionUrl.of_stage(config, stage)
+        patched["Resources"].update(url.sam_resources("APIHandler"))
+        patched.setdefault("Outputs", {}).update(url.sam_output())
     return patched

@@ -32,7 +32,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from infra import api_protection, chalice_project, gateway_responses, stack
+from infra import api_protection, chalice_project, function_url, gateway_responses, stack
 from infra.cfn import TEMPLATE_PATH, Resolver, UnresolvableError, load_template
 
 REPO = chalice_project.REPO
@@ -219,11 +219,22 @@ def deploy(session: Any, stage: str, parameters: dict[str, str], public_url: str
             protection,
             outputs.get(api_protection.ACCESS_LOG_EXPORT),
         )
+    # The cheaper ingress beside API Gateway (docs/cost.md); chalice deploy has no place for it.
+    url_config = function_url.FunctionUrl.of_stage(config, stage)
+    lambda_url = None
+    if stage != LOCAL_STAGE:
+        api_function = chalice_project.function_name(config, stage, chalice_project.API_FUNCTION)
+        lambda_url = function_url.put_on(session.client("lambda"), api_function, url_config)
     if "GlueJobName" in outputs:  # CreateMetricsJob=false: run it locally (python -m spark_glue)
         upload_glue(s3, outputs)
     base = (public_url or _deployed_url(project, stage) or "").rstrip("/")
     print()
     print(f"ingress base URL: {base}/<namespace>/<broker>")
+    if lambda_url:
+        print(
+            f"function URL:     {lambda_url.rstrip('/')}/<namespace>/<broker>"
+            f"  (AuthType {url_config.auth_type}; cheaper, no API Gateway throttling: docs/cost.md)"
+        )
     print(f"control plane:    {base}/apis/eventing.knative.dev/v1/namespaces/<namespace>/brokers")
     if stage != LOCAL_STAGE:
         console = f"https://{region}.console.aws.amazon.com/cloudwatch/home?region={region}"

@@ -26,6 +26,14 @@ _MAX_LOGGED_IDS = 20
 # events: they are in their queues). Deployed functions default to 0: written before answering.
 FLUSH_RECORDS = 500  # one Firehose call's worth: written at once, not at the end of the window
 MAX_BUFFERED = 10_000  # past this (the archive is slow or down) writers flush themselves
+# With ``carry_seconds`` > 0 (``BROKER_ARCHIVE_CARRY_SECONDS``, for Lambda, where a thread cannot
+# run after the answer: the container is frozen) a warm container carries its records from one
+# invocation to the next, with no thread: the first write that finds the oldest carried record
+# ``carry_seconds`` old, or FLUSH_RECORDS / CARRY_BYTES waiting, writes them all in one call
+# before its own answer. So one request per window pays the Firehose call, not every request.
+# What a container carries when Lambda reclaims it without another invocation is lost, uncounted
+# (analytics only, never events: docs/cost.md says how much and how to see it).
+CARRY_BYTES = 1024 * 1024
 
 
 class Archiver:
@@ -36,6 +44,8 @@ class Archiver:
         role: str,
         sleep: Callable[[float], None] = time.sleep,
         batch_seconds: float = 0.0,
+        carry_seconds: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._sink = sink
         self._metrics = metrics
@@ -45,12 +55,19 @@ class Archiver:
         self._buffer: list[bytes] = []
         self._wake = threading.Condition()
         self._flusher: threading.Thread | None = None
+        self._carry_seconds = carry_seconds if batch_seconds <= 0 else 0.0
+        self._clock = clock
+        self._oldest = 0.0  # when the oldest carried record was written
+        self._carried_bytes = 0
+        self._at_exit = False
 
     def write(self, records: Sequence[bytes]) -> bool:
         """Archive ``records`` (or buffer them, with ``batch_seconds``); False (counted and
         logged) when they could not be written."""
         if not records:
             return True
+        if self._carry_seconds > 0:
+            return self._carry(records)
         if self._batch_seconds <= 0:
             return self._write_now(records)
         with self._wake:
@@ -64,10 +81,28 @@ class Archiver:
             overflow = len(self._buffer) >= MAX_BUFFERED
         return self.flush() if overflow else True
 
+    def _carry(self, records: Sequence[bytes]) -> bool:
+        now = self._clock()
+        with self._wake:
+            if not self._buffer:
+                self._oldest = now
+            self._buffer.extend(records)
+            self._carried_bytes += sum(map(len, records))
+            due = (
+                now - self._oldest >= self._carry_seconds
+                or len(self._buffer) >= FLUSH_RECORDS
+                or self._carried_bytes >= CARRY_BYTES
+            )
+            if not self._at_exit and not due:  # a process that ends cleanly writes them
+                self._at_exit = True
+                atexit.register(self.flush)
+        return self.flush() if due else True
+
     def flush(self) -> bool:
         """Write what is buffered now."""
         with self._wake:
             records, self._buffer = self._buffer, []
+            self._carried_bytes = 0
         return self._write_now(records) if records else True
 
     def _run(self) -> None:

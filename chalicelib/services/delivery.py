@@ -87,6 +87,7 @@ class DeliveryParts:
     metrics: Metrics
     archive: Archive
     archive_batch_seconds: float = 0.0
+    archive_carry_seconds: float = 0.0
     max_attempt_timeout: float = 50.0
     clock: Callable[[], datetime] = utcnow
     # max-rate (docs/flow-control.md): the shared buckets (None: the annotation is not enforced),
@@ -209,7 +210,11 @@ class Delivery:
         self._metrics = parts.metrics
         self._clock = parts.clock
         self._archiver = Archiver(
-            parts.archive, parts.metrics, role.function, batch_seconds=parts.archive_batch_seconds
+            parts.archive,
+            parts.metrics,
+            role.function,
+            batch_seconds=parts.archive_batch_seconds,
+            carry_seconds=parts.archive_carry_seconds,
         )
         self._pool = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="deliver")
         self._pacer = pacer or Pacer(pool_size, time.monotonic)

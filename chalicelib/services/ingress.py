@@ -62,6 +62,7 @@ class Ingress:
         log: Callable[[str], None] | None = None,
         observe: Callable[[str, str, Sequence[CloudEvent]], None] | None = None,
         archive_batch_seconds: float = 0.0,
+        archive_carry_seconds: float = 0.0,
         seen: SeenEvents | None = None,
     ) -> None:
         self._cache = cache
@@ -69,7 +70,11 @@ class Ingress:
         self._queues = queues
         self._claims = claims
         self._archiver = Archiver(
-            archive_sink, metrics, "ingress", batch_seconds=archive_batch_seconds
+            archive_sink,
+            metrics,
+            "ingress",
+            batch_seconds=archive_batch_seconds,
+            carry_seconds=archive_carry_seconds,
         )
         self._metrics = metrics
         self._clock = clock

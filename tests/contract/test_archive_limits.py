@@ -35,7 +35,8 @@ def test_adapter_never_sends_over_firehoses_limits(
     firehose = clients.client("firehose")
     firehose.meta.events.register("provide-client-params.firehose.PutRecordBatch", watch)
     try:
-        small = [b"s%06d\n" % i for i in range(1200)]  # more records than one call takes
+        # more records than one call takes (no newline: so not packed together, pack's rule)
+        small = [b"s%06d" % i for i in range(1200)]
         mid = [b"m" * (600 * 1024) + b"\n" for _ in range(9)]  # more bytes than one call takes
         huge = b"h" * (MAX_RECORD_BYTES + 1)
         with pytest.raises(UnavailableError, match="over Firehose"):

@@ -237,3 +237,18 @@ def test_functions_run_on_a_supported_python_runtime(
     out = request.getfixturevalue(which)
     runtimes = {r["Properties"]["Runtime"] for r in _functions(_sam(out)).values()}
     assert runtimes and runtimes <= {"python3.12", "python3.13"}
+
+
+def test_the_pipeline_package_has_the_function_url_beside_the_api(pipeline_package: Path) -> None:
+    """The cheaper ingress (infra/function_url.py, docs/cost.md): an IAM-authenticated Function
+    URL on the API function, its address an output; no public permission with AWS_IAM."""
+    sam = _sam(pipeline_package)
+    url = sam["Resources"]["APIHandlerFunctionUrl"]
+    assert url["Type"] == "AWS::Lambda::Url"
+    assert url["Properties"] == {"TargetFunctionArn": {"Ref": "APIHandler"}, "AuthType": "AWS_IAM"}
+    assert sam["Outputs"]["FunctionUrl"]["Value"] == {
+        "Fn::GetAtt": ["APIHandlerFunctionUrl", "FunctionUrl"]
+    }
+    permissions = [r for r in sam["Resources"].values() if r["Type"] == "AWS::Lambda::Permission"]
+    assert not [p for p in permissions if p["Properties"].get("Principal") == "*"]
+    assert "RestAPI" in sam["Resources"]  # beside API Gateway, not instead of it
