@@ -11,6 +11,10 @@ naming the field, never another exception.
 | bytes of a control-plane JSON body | 1 MiB |
 | nesting depth of a control-plane JSON body | 64 |
 | characters of a client string kept as a cache key | 256 (× ≤ 4,096 entries per cache) |
+| characters of an EventTransform's JSONata expression | 16,384 |
+| time one JSONata evaluation may run (checked at every evaluation step) | 1,000 ms |
+| nesting of JSONata evaluation steps (recursion) | 300 |
+| bytes of a transformed event (its JSON form) | 1 MiB |
 """
 
 from __future__ import annotations
@@ -28,6 +32,13 @@ MAX_JSON_DEPTH = 64
 # so each is bounded in bytes, not only in entries: a 2 MB source is checked, never remembered.
 MAX_CACHED_KEY_CHARS = 256
 MAX_CACHE_ENTRIES = 4096
+# EventTransforms (docs/transforms.md): an expression is compiled at PUT and on each delivery
+# container's first use, so it is bounded in size; an evaluation is bounded in time and depth
+# (JSONata's own timebox, checked between evaluation steps) and its result in bytes.
+MAX_TRANSFORM_EXPRESSION_CHARS = 16_384
+TRANSFORM_TIMEOUT_MS = 1_000
+TRANSFORM_MAX_DEPTH = 300
+MAX_TRANSFORM_OUTPUT_BYTES = 1024 * 1024
 
 _INT = re.compile(r"[+-]?[0-9]+")
 
