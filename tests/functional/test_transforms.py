@@ -60,7 +60,7 @@ def conditions(doc: dict[str, Any]) -> dict[str, tuple[str, str | None]]:
     return {c["type"]: (c["status"], c.get("reason")) for c in doc["status"]["conditions"]}
 
 
-# ---- the API --------------------------------------------------------------------------------------
+# ---- the API -------------------------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -143,7 +143,7 @@ def test_openapi_lists_the_kind(api: tuple[Harness, Client]) -> None:
     assert "EventTransform" in spec["components"]["schemas"]
 
 
-# ---- delivery -------------------------------------------------------------------------------------
+# ---- delivery ------------------------------------------------------------------------------------
 
 
 def test_transformed_event_goes_to_the_sink() -> None:

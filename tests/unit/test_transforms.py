@@ -103,7 +103,7 @@ def test_binary_data_is_seen_as_a_string_and_an_invalid_attribute_is_refused() -
         transforms.apply('{"Bad-Name": "x"}', text)
 
 
-# ---- bounds ---------------------------------------------------------------------------------------
+# ---- bounds --------------------------------------------------------------------------------------
 
 
 def test_an_endless_recursion_stops_at_the_deadline() -> None:
