@@ -14,7 +14,9 @@ naming the field, never another exception.
 | characters of an EventTransform's JSONata expression | 16,384 |
 | time one JSONata evaluation may run (checked at every evaluation step) | 1,000 ms |
 | nesting of JSONata evaluation steps (recursion) | 300 |
-| bytes of a transformed event (its JSON form) | 1 MiB |
+| characters of a string made by one JSONata step | the broker's max event bytes |
+| items of an array made by one JSONata step | 1,000,000 |
+| bytes of a transformed event (its JSON form) | the broker's max event bytes (4 MiB by default) |
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ MAX_CACHE_ENTRIES = 4096
 MAX_TRANSFORM_EXPRESSION_CHARS = 16_384
 TRANSFORM_TIMEOUT_MS = 1_000
 TRANSFORM_MAX_DEPTH = 300
-MAX_TRANSFORM_OUTPUT_BYTES = 1024 * 1024
+MAX_TRANSFORM_OUTPUT_BYTES = 4 * 1024 * 1024  # the default; delivery passes the broker's
+MAX_TRANSFORM_ITEMS = 1_000_000
 
 _INT = re.compile(r"[+-]?[0-9]+")
 

@@ -7,19 +7,24 @@ members, JSON data as a JSON value). Its result must be a JSON object that is a 
 after the merge rule: ``id``, ``source``, ``type`` and ``specversion`` the result lacks (absent
 or null) are the input event's. Nothing else is carried over: the result is the whole event.
 
-Bounds (``core/limits.py``): the expression's size (at PUT), the evaluation's time and depth
-(JSONata's timebox, which checks both at the entry and exit of every evaluation step: a single
-built-in call, such as a range of up to 10^7 numbers, runs to its end before the check) and the
-result's size in bytes."""
+Bounds (``core/limits.py``): the expression's size (at PUT); during evaluation, checked at the
+entry and exit of every evaluation step (as JSONata's own timebox does), its time, its depth, and
+the size of every step's value (a string's characters, an array's items; ``$pad`` is checked
+before it allocates), and the characters of the strings its calls and concatenations make in
+all; and the result's size in bytes. A single built-in call runs to its end
+before the next check: the deadline is that precise (docs/transforms.md, "Limits")."""
 
 from __future__ import annotations
 
 import json
+import re
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from jsonata import Jsonata
+from jsonata.functions import Functions
 from jsonata.jexception import JException
 
 from chalicelib.core import limits
@@ -31,6 +36,11 @@ from chalicelib.core.errors import Problem, ValidationError
 # The attributes a result keeps from the input event when it lacks them (the merge rule).
 INHERITED = ("specversion", "id", "source", "type")
 _CACHE_ENTRIES = 64  # compiled expressions per thread (a compiled one is used by one thread)
+# The evaluation steps whose string results are new strings (calls, concatenation), counted
+# together against a budget of MADE_CHARS_FACTOR × the bound on one string: a map of $pad or
+# $join over many items makes many strings each under the bound, in well under the deadline.
+_MAKING_STEPS = frozenset({"function", "binary", "apply", "partial"})
+MADE_CHARS_FACTOR = 4
 
 
 class TransformError(Exception):
@@ -67,6 +77,104 @@ def describe(exc: JException, what: str) -> str:
     return f"{what} ({code}{where}): {exc}"
 
 
+class _Overrun(TransformError):
+    """Raised from inside an evaluation by the bounds (so the library cannot mistake it)."""
+
+
+class _Bounds:
+    """One evaluation's bounds, as callbacks at the entry and exit of every evaluation step."""
+
+    def __init__(self, timeout_ms: int, max_depth: int, max_chars: int, max_items: int) -> None:
+        self.deadline = time.monotonic() + timeout_ms / 1000
+        self.timeout_ms, self.max_depth = timeout_ms, max_depth
+        self.max_chars, self.max_items = max_chars, max_items
+        self.depth = 0
+        self.made_chars = 0
+        self.max_made_chars = MADE_CHARS_FACTOR * max_chars
+
+    def entry(self, expr: Any, value: Any, env: Any) -> None:
+        if env.is_parallel_call:
+            return
+        self.depth += 1
+        if self.depth > self.max_depth:
+            raise _Overrun(f"the JSONata expression nests deeper than {self.max_depth} steps")
+        self._clock()
+
+    def exit(self, expr: Any, value: Any, env: Any, result: Any) -> None:
+        if env.is_parallel_call:
+            return
+        self.depth -= 1
+        self._clock()
+        if isinstance(result, str):
+            if len(result) > self.max_chars:
+                raise _Overrun(
+                    f"the JSONata expression made a string of {len(result)} characters; "
+                    f"at most {self.max_chars}"
+                )
+            if getattr(expr, "type", None) in _MAKING_STEPS:
+                self.made_chars += len(result)
+                if self.made_chars > self.max_made_chars:
+                    raise _Overrun(
+                        f"the JSONata expression made more than {self.max_made_chars} "
+                        "characters of strings in all"
+                    )
+        if isinstance(result, list) and len(result) > self.max_items:
+            raise _Overrun(
+                f"the JSONata expression made an array of {len(result)} items; "
+                f"at most {self.max_items}"
+            )
+
+    def _clock(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise _Overrun(f"the JSONata expression ran longer than {self.timeout_ms} ms")
+
+    def pad(self, string: Any, width: Any, char: Any = None) -> Any:
+        """``$pad``, refusing a width past the bound before it allocates."""
+        if isinstance(width, int | float) and abs(width) > self.max_chars:
+            raise _Overrun(f"$pad to {int(width)} characters; at most {self.max_chars}")
+        return Functions.pad(string, width, char)
+
+    def replace(self, string: Any, pattern: Any, replacement: Any, limit: Any = None) -> Any:
+        """``$replace`` with a string replacement, refused before it allocates a result past
+        the bound (from the number of matches, one C-speed pass; each ``$`` group reference adds
+        at most the string's length), and done at C speed: the library's own copies the rest of
+        the string at every match of a string pattern (quadratic: 30 s for a million matches)
+        and scans the string again for every match up to a regex's limit. A replacement
+        function goes to the library: each of its calls is a bounded evaluation step."""
+        usable_limit = limit is None or (isinstance(limit, int | float) and limit >= 0)
+        if not (isinstance(string, str) and isinstance(replacement, str) and usable_limit):
+            return Functions.replace(string, pattern, replacement, limit)  # its own errors
+        most_matches = None if limit is None else int(limit)
+        if isinstance(pattern, str):
+            if not pattern:
+                return Functions.replace(string, pattern, replacement, limit)
+            count = string.count(pattern)
+            count = count if most_matches is None else min(count, most_matches)
+            matched = count * len(pattern)
+        else:
+            count = matched = 0
+            for found in pattern.finditer(string):
+                if most_matches is not None and count >= most_matches:
+                    break
+                count += 1
+                matched += found.end() - found.start()
+        # What is kept, the replacements, and what each $ group reference can bring back.
+        most = len(string) - matched + count * len(replacement)
+        most += matched * replacement.count("$")
+        if most > self.max_chars:
+            raise _Overrun(
+                f"$replace could make {most} characters ({count} matches); at most {self.max_chars}"
+            )
+        if isinstance(pattern, str):
+            # Every match is the pattern itself: its replacement, expanded once as the library
+            # expands it ($0, $$), is the same for all of them.
+            once = Functions.replace(pattern, pattern, replacement, 1)
+            return string.replace(pattern, once, -1 if limit is None else int(limit))
+        if limit is None:
+            return Functions.replace(string, pattern, replacement, None)  # one re.sub already
+        return pattern.sub(Functions.safe_replacement(replacement), string, count=int(limit))
+
+
 _compiled = threading.local()
 
 
@@ -89,18 +197,28 @@ def evaluate(
     *,
     timeout_ms: int = limits.TRANSFORM_TIMEOUT_MS,
     max_depth: int = limits.TRANSFORM_MAX_DEPTH,
+    max_chars: int = limits.MAX_TRANSFORM_OUTPUT_BYTES,
+    max_items: int = limits.MAX_TRANSFORM_ITEMS,
 ) -> Any:
     """The expression's result on ``document``; TransformError when it fails or overruns."""
+    bounds = _Bounds(timeout_ms, max_depth, max_chars, max_items)
     try:
         compiled = _compile(expression)
         frame = compiled.create_frame()
-        frame.set_runtime_bounds(timeout_ms, max_depth)
+        frame.set_evaluate_entry_callback(bounds.entry)
+        frame.set_evaluate_exit_callback(bounds.exit)
+        # JSONata's signature of $pad (the library's own), over the bounded implementation.
+        frame.bind("pad", Jsonata.JFunction(Jsonata.JLambda(bounds.pad), "<s-ns?:s>"))
+        replace = Jsonata.JFunction(Jsonata.JLambda(bounds.replace), "<s-(sf)(sf)n?:s>")
+        frame.bind("replace", replace)
         return compiled.evaluate(document, frame)
+    except _Overrun as exc:
+        raise TransformError(str(exc)) from None
     except JException as exc:
         raise TransformError(describe(exc, "the JSONata expression failed")) from None
     except RecursionError:
         raise TransformError("the JSONata expression recursed too deeply") from None
-    except (TypeError, ValueError, ArithmeticError, KeyError, IndexError) as exc:
+    except (TypeError, ValueError, ArithmeticError, KeyError, IndexError, re.error) as exc:
         # The library's own faults on odd input (a bug in a built-in): the event's reason.
         reason = f"{type(exc).__name__}: {exc}"
         raise TransformError(f"the JSONata expression failed: {reason}") from None
@@ -127,7 +245,9 @@ def apply(
     """The transformed event: evaluated, merged, bounded and validated like ingress validates a
     structured event; TransformError naming what went wrong otherwise."""
     original = to_wire_json(event)
-    result = evaluate(expression, original, timeout_ms=timeout_ms, max_depth=max_depth)
+    result = evaluate(
+        expression, original, timeout_ms=timeout_ms, max_depth=max_depth, max_chars=max_bytes
+    )
     if result is None:
         raise TransformError("the JSONata expression gave no result (undefined) for this event")
     if not isinstance(result, Mapping):

@@ -518,8 +518,13 @@ class Delivery:
         decided here, the transformed event as the reply (no sink), or a dead letter with the
         reason (a failed expression, an invalid result: deterministic, so never retried)."""
         started = time.perf_counter()
+        queued = job.queued
+        config = self._parts.cache.get(queued.namespace, queued.broker)
         try:
-            transformed = apply_transform(expression, event)
+            if config is None:
+                transformed = apply_transform(expression, event)
+            else:  # the result is bounded like an event the broker's ingress accepts
+                transformed = apply_transform(expression, event, max_bytes=config.max_event_bytes)
         except TransformError as exc:
             elapsed = (time.perf_counter() - started) * 1000
             job.decided = Attempt(Outcome.DEAD_LETTER, None, str(exc).encode(), elapsed)

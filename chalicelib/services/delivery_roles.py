@@ -55,7 +55,9 @@ class Subscribers:
                 return
             if transform.reply_expression is not None:
                 # A TransformError is the delivery's: dead-lettered with its reason.
-                reply = apply_transform(transform.reply_expression, reply)
+                reply = apply_transform(
+                    transform.reply_expression, reply, max_bytes=config.max_event_bytes
+                )
         ttl = original.get(TTL_ATTRIBUTE)
         if ttl is not None:
             reply = reply.replace_attributes({TTL_ATTRIBUTE: ttl})
