@@ -43,6 +43,19 @@ _MAKING_STEPS = frozenset({"function", "binary", "apply", "partial"})
 MADE_CHARS_FACTOR = 4
 
 
+# What the library raises, besides its JException, on input it does not expect (found by
+# tests/fuzz/test_transform_fuzz.py): a problem with the expression, never a server error.
+_LIBRARY_FAULTS = (
+    TypeError,
+    ValueError,
+    ArithmeticError,
+    KeyError,
+    IndexError,
+    AttributeError,
+    re.error,
+)
+
+
 class TransformError(Exception):
     """The expression failed on this event, or its result is not a valid CloudEvent: the
     reason, as the dead letter's ``knativeerrordata`` says it. Deterministic: never retried."""
@@ -66,6 +79,8 @@ def expression_problems(expression: object, path: str) -> list[Problem]:
         return [Problem(path, describe(exc, "is not valid JSONata"))]
     except RecursionError:
         return [Problem(path, "is not valid JSONata: nested too deeply to parse")]
+    except _LIBRARY_FAULTS as exc:  # the parser's own faults on some invalid input (fuzzed)
+        return [Problem(path, f"is not valid JSONata: the parser failed ({type(exc).__name__})")]
     return []
 
 
@@ -218,7 +233,7 @@ def evaluate(
         raise TransformError(describe(exc, "the JSONata expression failed")) from None
     except RecursionError:
         raise TransformError("the JSONata expression recursed too deeply") from None
-    except (TypeError, ValueError, ArithmeticError, KeyError, IndexError, re.error) as exc:
+    except _LIBRARY_FAULTS as exc:
         # The library's own faults on odd input (a bug in a built-in): the event's reason.
         reason = f"{type(exc).__name__}: {exc}"
         raise TransformError(f"the JSONata expression failed: {reason}") from None

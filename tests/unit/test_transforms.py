@@ -203,6 +203,13 @@ def test_a_syntax_error_is_named_with_its_position() -> None:
     assert "S0211 at position 16" in message and "not valid JSONata" in message
 
 
+@pytest.mark.parametrize("expression", ["a ~ b", "1 !", "/"])
+def test_the_parsers_own_faults_are_problems_not_server_errors(expression: str) -> None:
+    # The library raises KeyError / IndexError here instead of its JException (found by fuzzing).
+    [problem] = transforms.expression_problems(expression, "spec.jsonata.expression")
+    assert "is not valid JSONata: the parser failed" in problem.message
+
+
 def test_every_problem_is_named_at_once() -> None:
     bad = {
         "metadata": {"name": "Bad_Name"},
