@@ -491,9 +491,14 @@ class Delivery:
 
     def _build(self, job: Job, event: CloudEvent) -> None:
         job.event = event
-        transform = job.destination.route.transform
-        if transform is not None and self._role.applies_transforms:
-            event = self._transform(job, event, transform.expression)
+        route = job.destination.route
+        if route.transform_ref is not None and self._role.applies_transforms:
+            if route.transform is None:  # deleted while events were queued: retried, then a
+                # dead letter that says why (it may be created again meanwhile)
+                missing = f'EventTransform "{route.transform_ref}" does not exist'
+                job.decided = Attempt(Outcome.RETRY, None, missing.encode(), 0.0)
+                return
+            event = self._transform(job, event, route.transform.expression)
             if job.decided is not None:
                 return
         if job.destination.kafka is not None:

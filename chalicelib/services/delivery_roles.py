@@ -83,8 +83,8 @@ class Subscribers:
         assert event is not None and answer is not None
         route = job.destination.route
         target = job.destination.target
-        if not target and route.transform is not None:  # a transform without a sink failed
-            target = address_path(route.namespace, route.transform.name)
+        if not target and route.transform_ref is not None:  # a transform without a sink
+            target = address_path(route.namespace, route.transform_ref)
         extensions = dead_letter_extensions(target, answer.status, answer.detail)
         body = self._parts.claims.message_body(
             queued.namespace,

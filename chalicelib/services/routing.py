@@ -48,6 +48,7 @@ class Route:
     # The EventTransform the trigger's subscriber.ref names (docs/transforms.md); its sink, if
     # any, is subscriber_uri.
     transform: EventTransform | None = None
+    transform_ref: str | None = None  # the name the trigger refers to, resolved or not
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,7 @@ def load_broker_config(
                 filter=_compiled_filter(trigger),
                 ready=resolved and bool(stored.state.get("provisioned_at")),
                 transform=transform,
+                transform_ref=trigger.subscriber_ref,
             )
         )
     hashes: tuple[str, ...] = ()

@@ -299,3 +299,20 @@ def test_changing_the_transform_changes_delivery() -> None:
     send_order(h)
     h.deliver_once("tr")
     assert h.sender.sent[-1].headers["ce-type"] == "v2"
+
+
+def test_a_transform_deleted_while_events_wait_retries_then_dead_letters_why() -> None:
+    h = Harness(OK)
+    h.broker()
+    transform(h)
+    ref_trigger(h, delivery={"retry": 1})
+    send_order(h)
+    h.container.event_transforms.delete("ns", "tx")
+    assert len(h.deliver_once("tr")["batchItemFailures"]) == 1  # retried: it may come back
+    h.make_visible("tr")
+    h.deliver_once("tr")
+    [dead] = h.messages(h.dlq_of("tr"))
+    reason = base64.b64decode(dead["event"]["knativeerrordata"]).decode()
+    assert reason == 'EventTransform "tx" does not exist'
+    assert dead["event"]["knativeerrordest"].endswith("/eventtransforms/tx")
+    assert h.sender.sent == []

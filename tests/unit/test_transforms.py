@@ -14,6 +14,7 @@ from chalicelib.core import limits, transforms
 from chalicelib.core.cloudevents import codec
 from chalicelib.core.cloudevents.event import CloudEvent
 from chalicelib.core.errors import ValidationError
+from chalicelib.core.registry.entities import trigger_definition
 from chalicelib.core.resources.event_transform import (
     EVENT_TRANSFORMS,
     event_transform_status,
@@ -303,3 +304,14 @@ def test_trigger_refs_other_than_an_event_transform_are_refused(
     with pytest.raises(ValidationError) as exc:
         parse_trigger("ns", raw, path_name="t")
     assert field in problems(exc)
+
+
+def test_the_registry_names_the_transform_as_a_refs_endpoint() -> None:
+    trigger = parse_trigger(
+        "ns", {"metadata": {"name": "t"}, "spec": {"subscriber": {"ref": REF}}}, path_name="t"
+    )
+    attributes = trigger_definition(trigger, None, "http://api:8080/").attributes
+    [endpoint] = attributes["protocoloptions"]["endpoints"]
+    assert endpoint["uri"] == (
+        "http://api:8080/apis/eventing.knative.dev/v1alpha1/namespaces/ns/eventtransforms/tx"
+    )
