@@ -533,6 +533,14 @@ class Delivery:
         except TransformError as exc:
             elapsed = (time.perf_counter() - started) * 1000
             job.decided = Attempt(Outcome.DEAD_LETTER, None, str(exc).encode(), elapsed)
+            route = job.destination.route
+            log.warning(
+                "transform %s failed on event %s: %s",
+                route.transform_ref,
+                event.id,
+                exc,
+                extra={**log_keys(job), "transform": route.transform_ref},
+            )
             return event
         if not job.destination.target:  # no sink: the transformed event is the reply
             elapsed = (time.perf_counter() - started) * 1000

@@ -193,7 +193,9 @@ def test_without_a_sink_the_transformed_event_is_the_reply() -> None:
     assert [r["outcome"] for r in h.archive.decoded() if r["kind"] == "delivery"] == ["reply"]
 
 
-def test_a_runtime_error_dead_letters_at_once_with_the_reason() -> None:
+def test_a_runtime_error_dead_letters_at_once_with_the_reason(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     h = Harness(OK)
     h.broker()
     transform(h, expression='$error("no total for " & data.user)')
@@ -209,6 +211,8 @@ def test_a_runtime_error_dead_letters_at_once_with_the_reason() -> None:
     assert event["type"] == "order"  # the original event
     outcomes = [r["outcome"] for r in h.archive.decoded() if r["kind"] == "delivery"]
     assert outcomes == ["dead_lettered"]
+    [logged] = [r for r in caplog.records if r.getMessage().startswith("transform tx failed")]
+    assert "no total for ana" in logged.getMessage() and logged.levelname == "WARNING"
 
 
 def test_an_invalid_result_dead_letters_with_the_reason() -> None:
