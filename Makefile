@@ -50,8 +50,17 @@ localstack: $(LS_STAMP)
 run: $(STAMP)
 	$(PY) -m brokerctl dev
 
+# The in-process suites (no subprocess runtime, no emulator of their own) run on both cores; the
+# rest (local runtimes, emulators, Spark, fault injection, timing) one test at a time, as their
+# deadlines assume. PYTEST_ARGS runs what it names, in one process.
+IN_PROCESS := tests/unit tests/functional tests/fuzz
 test: $(STAMP) $(CHROMIUM) $(LS_STAMP)
-	$(PY) -m pytest -W error --durations=25 $(PYTEST_ARGS)
+ifeq ($(strip $(PYTEST_ARGS)),)
+	$(PY) -m pytest -W error -n 2 --durations=10 $(IN_PROCESS)
+	$(PY) -m pytest -W error --durations=25 $(addprefix --ignore=,$(IN_PROCESS))
+else
+	$(PY) -m pytest -W error $(PYTEST_ARGS)
+endif
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

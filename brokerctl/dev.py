@@ -248,6 +248,12 @@ class LocalRuntime:
         for operation in MAPPING_OPERATIONS:
             events.register(f"after-call.lambda.{operation}", sources.poke)
         sources.watch_sends(container.clients.client("sqs"))  # an idle queue's pollers wake
+        if not external:
+            # The embedded endpoint stops with this process and its queues with it: a poller in a
+            # long poll has nothing to hand back, so stopping does not wait out its receive
+            # (5 s of every Ctrl-C). An external endpoint outlives us: there the wait lets a
+            # poller that received during the stop hand its messages back unprocessed.
+            sources.join_timeout = 0.0
         sources.start()
         self.sources = sources
         self._stack.append(sources.stop)
