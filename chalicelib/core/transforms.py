@@ -256,9 +256,11 @@ def apply(
     timeout_ms: int = limits.TRANSFORM_TIMEOUT_MS,
     max_depth: int = limits.TRANSFORM_MAX_DEPTH,
     max_bytes: int = limits.MAX_TRANSFORM_OUTPUT_BYTES,
+    legacy: bool = False,
 ) -> CloudEvent:
     """The transformed event: evaluated, merged, bounded and validated like ingress validates a
-    structured event; TransformError naming what went wrong otherwise."""
+    structured event (``legacy``: the broker also accepts CloudEvents 0.3); TransformError
+    naming what went wrong otherwise."""
     original = to_wire_json(event)
     result = evaluate(
         expression, original, timeout_ms=timeout_ms, max_depth=max_depth, max_chars=max_bytes
@@ -278,7 +280,7 @@ def apply(
         raise TransformError(f"the transformed event is {len(encoded)} bytes; at most {max_bytes}")
     plain = json.loads(encoded)  # the library's own list and dict types, as plain JSON
     try:
-        return codec.from_json(merge(plain, original))
+        return codec.from_json(merge(plain, original), legacy=legacy)
     except ValidationError as exc:
         raise TransformError(f"the transformed event is not a valid CloudEvent: {exc}") from None
 

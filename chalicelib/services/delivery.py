@@ -529,7 +529,9 @@ class Delivery:
             if config is None:
                 transformed = apply_transform(expression, event)
             else:  # the result is bounded like an event the broker's ingress accepts
-                transformed = apply_transform(expression, event, max_bytes=config.max_event_bytes)
+                transformed = apply_transform(
+                    expression, event, max_bytes=config.max_event_bytes, legacy=config.legacy
+                )
         except TransformError as exc:
             elapsed = (time.perf_counter() - started) * 1000
             job.decided = Attempt(Outcome.DEAD_LETTER, None, str(exc).encode(), elapsed)

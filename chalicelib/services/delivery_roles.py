@@ -56,7 +56,10 @@ class Subscribers:
             if transform.reply_expression is not None:
                 # A TransformError is the delivery's: dead-lettered with its reason.
                 reply = apply_transform(
-                    transform.reply_expression, reply, max_bytes=config.max_event_bytes
+                    transform.reply_expression,
+                    reply,
+                    max_bytes=config.max_event_bytes,
+                    legacy=config.legacy,
                 )
         ttl = original.get(TTL_ATTRIBUTE)
         if ttl is not None:

@@ -96,6 +96,13 @@ def test_runtime_errors_name_the_reason(expression: str, reason: str) -> None:
     assert reason in str(exc.value)
 
 
+def test_legacy_spec_versions_only_where_the_broker_takes_them() -> None:
+    assert transforms.apply('{"specversion": "0.3"}', event()).specversion == "0.3"
+    with pytest.raises(TransformError, match="legacy version"):
+        transforms.apply('{"specversion": "0.2"}', event())
+    assert transforms.apply('{"specversion": "0.2"}', event(), legacy=True).specversion == "0.2"
+
+
 def test_binary_data_is_seen_as_a_string_and_an_invalid_attribute_is_refused() -> None:
     text = codec.from_json(
         {"specversion": "1.0", "id": "1", "source": "/s", "type": "t", "data": "hello"}
