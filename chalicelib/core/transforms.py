@@ -16,16 +16,14 @@ before the next check: the deadline is that precise (docs/transforms.md, "Limits
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
 import time
 from collections.abc import Mapping
+from types import SimpleNamespace
 from typing import Any
-
-from jsonata import Jsonata
-from jsonata.functions import Functions
-from jsonata.jexception import JException
 
 from chalicelib.core import limits
 from chalicelib.core.cloudevents import codec
@@ -56,6 +54,17 @@ _LIBRARY_FAULTS = (
 )
 
 
+@functools.cache
+def _library() -> Any:
+    """The JSONata library, imported on first use: ~55 ms that the ingress (which never
+    evaluates an expression) does not pay at cold start."""
+    from jsonata import Jsonata
+    from jsonata.functions import Functions
+    from jsonata.jexception import JException
+
+    return SimpleNamespace(Jsonata=Jsonata, Functions=Functions, JException=JException)
+
+
 class TransformError(Exception):
     """The expression failed on this event, or its result is not a valid CloudEvent: the
     reason, as the dead letter's ``knativeerrordata`` says it. Deterministic: never retried."""
@@ -73,9 +82,10 @@ def expression_problems(expression: object, path: str) -> list[Problem]:
                 f"is {len(expression)} characters; at most {limits.MAX_TRANSFORM_EXPRESSION_CHARS}",
             )
         ]
+    lib = _library()
     try:
-        Jsonata(expression)
-    except JException as exc:
+        lib.Jsonata(expression)
+    except lib.JException as exc:
         return [Problem(path, describe(exc, "is not valid JSONata"))]
     except RecursionError:
         return [Problem(path, "is not valid JSONata: nested too deeply to parse")]
@@ -84,7 +94,7 @@ def expression_problems(expression: object, path: str) -> list[Problem]:
     return []
 
 
-def describe(exc: JException, what: str) -> str:
+def describe(exc: Exception, what: str) -> str:
     """``what``, the JSONata error code, its position in the expression and its message."""
     code = getattr(exc, "error", None) or "error"
     location = getattr(exc, "location", -1)
@@ -105,6 +115,7 @@ class _Bounds:
         self.max_chars, self.max_items = max_chars, max_items
         self.depth = 0
         self.made_chars = 0
+        self._functions = _library().Functions
         self.max_made_chars = MADE_CHARS_FACTOR * max_chars
 
     def entry(self, expr: Any, value: Any, env: Any) -> None:
@@ -147,7 +158,7 @@ class _Bounds:
         """``$pad``, refusing a width past the bound before it allocates."""
         if isinstance(width, int | float) and abs(width) > self.max_chars:
             raise _Overrun(f"$pad to {int(width)} characters; at most {self.max_chars}")
-        return Functions.pad(string, width, char)
+        return self._functions.pad(string, width, char)
 
     def replace(self, string: Any, pattern: Any, replacement: Any, limit: Any = None) -> Any:
         """``$replace`` with a string replacement, refused before it allocates a result past
@@ -158,11 +169,11 @@ class _Bounds:
         function goes to the library: each of its calls is a bounded evaluation step."""
         usable_limit = limit is None or (isinstance(limit, int | float) and limit >= 0)
         if not (isinstance(string, str) and isinstance(replacement, str) and usable_limit):
-            return Functions.replace(string, pattern, replacement, limit)  # its own errors
+            return self._functions.replace(string, pattern, replacement, limit)  # its own errors
         most_matches = None if limit is None else int(limit)
         if isinstance(pattern, str):
             if not pattern:
-                return Functions.replace(string, pattern, replacement, limit)
+                return self._functions.replace(string, pattern, replacement, limit)
             count = string.count(pattern)
             count = count if most_matches is None else min(count, most_matches)
             matched = count * len(pattern)
@@ -183,11 +194,11 @@ class _Bounds:
         if isinstance(pattern, str):
             # Every match is the pattern itself: its replacement, expanded once as the library
             # expands it ($0, $$), is the same for all of them.
-            once = Functions.replace(pattern, pattern, replacement, 1)
+            once = self._functions.replace(pattern, pattern, replacement, 1)
             return string.replace(pattern, once, -1 if limit is None else int(limit))
         if limit is None:
-            return Functions.replace(string, pattern, replacement, None)  # one re.sub already
-        return pattern.sub(Functions.safe_replacement(replacement), string, count=int(limit))
+            return self._functions.replace(string, pattern, replacement, None)  # one re.sub already
+        return pattern.sub(self._functions.safe_replacement(replacement), string, count=int(limit))
 
 
 _compiled = threading.local()
@@ -202,7 +213,7 @@ def _compile(expression: str) -> Any:
     if found is None:
         if len(cache) >= _CACHE_ENTRIES:
             cache.pop(next(iter(cache)))
-        found = cache[expression] = Jsonata(expression)
+        found = cache[expression] = _library().Jsonata(expression)
     return found
 
 
@@ -217,6 +228,8 @@ def evaluate(
 ) -> Any:
     """The expression's result on ``document``; TransformError when it fails or overruns."""
     bounds = _Bounds(timeout_ms, max_depth, max_chars, max_items)
+    lib = _library()
+    Jsonata = lib.Jsonata
     try:
         compiled = _compile(expression)
         frame = compiled.create_frame()
@@ -229,7 +242,7 @@ def evaluate(
         return compiled.evaluate(document, frame)
     except _Overrun as exc:
         raise TransformError(str(exc)) from None
-    except JException as exc:
+    except lib.JException as exc:
         raise TransformError(describe(exc, "the JSONata expression failed")) from None
     except RecursionError:
         raise TransformError("the JSONata expression recursed too deeply") from None

@@ -3,8 +3,12 @@ kind's parsing; plus a trigger's subscriber.ref."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -322,3 +326,17 @@ def test_the_registry_names_the_transform_as_a_refs_endpoint() -> None:
     assert endpoint["uri"] == (
         "http://api:8080/apis/eventing.knative.dev/v1alpha1/namespaces/ns/eventtransforms/tx"
     )
+
+
+def test_the_app_imports_the_jsonata_library_only_when_it_is_used() -> None:
+    # ~55 ms that the ingress Lambda, which never evaluates an expression, does not pay.
+    code = (
+        "import sys, app\n"
+        "assert 'jsonata' not in sys.modules\n"
+        "from chalicelib.core import transforms\n"
+        "transforms.expression_problems('$', 'e')\n"
+        "assert 'jsonata' in sys.modules\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    subprocess.run([sys.executable, "-c", code], cwd=root, env=env, check=True, timeout=60)
