@@ -175,6 +175,7 @@ def openapi_document() -> Response:
 # ---- control plane: one shape for every resource kind (DESIGN.md §2.2, §10) -------------------
 
 KS = "/apis/sources.knative.dev/v1/namespaces/{namespace}"
+ET = "/apis/eventing.knative.dev/v1alpha1/namespaces/{namespace}"
 
 
 def _resource_routes(prefix: str, service: Callable[[], ResourceService[Any]]) -> None:
@@ -205,6 +206,7 @@ def _resource_routes(prefix: str, service: Callable[[], ResourceService[Any]]) -
 _resource_routes(f"{CP}/brokers", lambda: get_container().brokers)
 _resource_routes(f"{CP}/triggers", lambda: get_container().triggers)
 _resource_routes(f"{KS}/kafkasources", lambda: get_container().kafka_sources)
+_resource_routes(f"{ET}/eventtransforms", lambda: get_container().event_transforms)
 
 
 def _broker_scoped_routes(plural: str, service: Callable[[], Any]) -> None:

@@ -17,6 +17,7 @@ from brokerctl.commands_dlq import add_dlq_parser
 from brokerctl.commands_metrics import add_metrics_parser
 from brokerctl.commands_replay import add_replay_parser
 from brokerctl.commands_send import add_send_parser
+from brokerctl.commands_transform import add_transform_parser
 from brokerctl.commands_trigger import add_trigger_parser
 from brokerctl.registry_cmd import add_registry_parser
 
@@ -100,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     add_broker_parser(sub)
     add_trigger_parser(sub)
+    add_transform_parser(sub)
     add_send_parser(sub)
     add_dlq_parser(sub)
     add_metrics_parser(sub)

@@ -18,7 +18,11 @@ from brokerctl.commands_common import (
     wait_ready,
 )
 from chalicelib.core.resources.broker import MAX_RATE_ANNOTATION
-from chalicelib.core.resources.trigger import DELIVERY_ORDER_ANNOTATION
+from chalicelib.core.resources.trigger import (
+    DELIVERY_ORDER_ANNOTATION,
+    TRANSFORM_REF_API_VERSION,
+    TRANSFORM_REF_KIND,
+)
 
 
 def filter_change(text: str) -> tuple[str, str | None]:
@@ -44,7 +48,13 @@ def add_trigger_parser(sub: Any) -> None:
         metavar="KEY=VALUE",
         help="exact match on a CloudEvent attribute, repeatable (AND); KEY= means present",
     )
-    create.add_argument("--sink", required=True, metavar="URI", help="subscriber URI")
+    subscriber = create.add_mutually_exclusive_group(required=True)
+    subscriber.add_argument("--sink", metavar="URI", help="subscriber URI")
+    subscriber.add_argument(
+        "--transform",
+        metavar="NAME",
+        help="deliver through this EventTransform (brokerctl transform; docs/transforms.md)",
+    )
     create.add_argument(
         "--ordered",
         action="store_true",
@@ -108,7 +118,11 @@ def _annotate_max_rate(metadata: dict[str, Any], args: argparse.Namespace) -> No
 
 
 def trigger_body(args: argparse.Namespace) -> dict[str, Any]:
-    spec: dict[str, Any] = {"broker": args.broker, "subscriber": {"uri": args.sink}}
+    subscriber: dict[str, Any] = {"uri": args.sink}
+    if getattr(args, "transform", None):
+        ref = {"apiVersion": TRANSFORM_REF_API_VERSION, "kind": TRANSFORM_REF_KIND}
+        subscriber = {"ref": {**ref, "name": args.transform}}
+    spec: dict[str, Any] = {"broker": args.broker, "subscriber": subscriber}
     if args.filter:
         spec["filter"] = {"attributes": dict(args.filter)}
     delivery = apply_delivery(args, None)
@@ -138,7 +152,7 @@ def updated_body(current: dict[str, Any], args: argparse.Namespace) -> dict[str,
                 attributes[key] = value
         spec["filter"] = {**(spec.get("filter") or {}), "attributes": attributes}
     if args.sink is not None:
-        spec["subscriber"] = {**(spec.get("subscriber") or {}), "uri": args.sink}
+        spec["subscriber"] = {"uri": args.sink}  # replaces a ref to a transform too
     delivery = apply_delivery(args, spec.get("delivery"))
     if delivery:
         spec["delivery"] = delivery

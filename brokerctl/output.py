@@ -135,7 +135,7 @@ def trigger_table(items: Sequence[Mapping[str, Any]], namespace: str) -> None:
         (
             _name(t),
             (t.get("spec") or {}).get("broker", ""),
-            ((t.get("spec") or {}).get("subscriber") or {}).get("uri", ""),
+            _subscriber(t),
             age(_created(t)),
             _conditions_ok(t),
             ready(t),
@@ -148,6 +148,51 @@ def trigger_table(items: Sequence[Mapping[str, Any]], namespace: str) -> None:
         rows,
         empty=f"No triggers found in namespace {namespace!r}.",
     )
+
+
+def _subscriber(trigger: Mapping[str, Any]) -> str:
+    """A trigger's subscriber URI, or ``eventtransform/NAME`` for a ref (docs/transforms.md)."""
+    subscriber = (trigger.get("spec") or {}).get("subscriber") or {}
+    ref = subscriber.get("ref")
+    if isinstance(ref, Mapping):
+        return f"eventtransform/{ref.get('name', '')}"
+    return str(subscriber.get("uri", ""))
+
+
+def transform_table(items: Sequence[Mapping[str, Any]], namespace: str) -> None:
+    rows = [
+        (
+            _name(t),
+            ((t.get("spec") or {}).get("sink") or {}).get("uri", "(reply)"),
+            age(_created(t)),
+            ready(t),
+            condition(t, "Ready").get("reason", ""),
+        )
+        for t in items
+    ]
+    table(
+        ("NAME", "SINK", "AGE", "READY", "REASON"),
+        rows,
+        empty=f"No event transforms found in namespace {namespace!r}.",
+    )
+
+
+def describe_transform(doc: Mapping[str, Any]) -> None:
+    _metadata(doc)
+    spec = doc.get("spec") or {}
+    status = doc.get("status") or {}
+    _field("Address", (status.get("address") or {}).get("url"))
+    sink = (spec.get("sink") or {}).get("uri")
+    _field("Sink", sink or "(none: the transformed event is the trigger's reply)")
+    reply = spec.get("reply") or {}
+    if reply.get("discard"):
+        _field("Reply", "discarded")
+    elif reply.get("jsonata"):
+        say("Reply expression:")
+        say(str(reply["jsonata"].get("expression", "")))
+    say("Expression:")
+    say(str((spec.get("jsonata") or {}).get("expression", "")))
+    conditions_table(doc)
 
 
 def _field(label: str, value: Any, indent: int = 0) -> None:
@@ -244,6 +289,9 @@ def describe_trigger(doc: Mapping[str, Any]) -> None:
     _filters(spec)
     say("Sink:")
     _field("URI", (spec.get("subscriber") or {}).get("uri"), indent=2)
+    ref = (spec.get("subscriber") or {}).get("ref")
+    if isinstance(ref, Mapping):
+        _field("Transform", ref.get("name"), indent=2)
     _field("Resolved", status.get("subscriberUri"), indent=2)
     _delivery(spec.get("delivery"))
     conditions_table(doc)

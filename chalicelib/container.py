@@ -11,6 +11,7 @@ from chalicelib import logs
 from chalicelib.adapters.aws_clients import AwsClients
 from chalicelib.config import Settings
 from chalicelib.core.resources.broker import BROKERS, Broker
+from chalicelib.core.resources.event_transform import EVENT_TRANSFORMS, EventTransform
 from chalicelib.core.resources.kafka_source import KAFKA_SOURCES, KafkaSource
 from chalicelib.core.resources.replay import REPLAYS, Replay
 from chalicelib.core.resources.trigger import TRIGGERS, Trigger
@@ -43,6 +44,7 @@ from chalicelib.services.resources import Resources, ResourceService
 from chalicelib.services.routing import ROUTING_KINDS, ConfigCache, load_broker_config
 from chalicelib.services.shared_sends import SharedSends
 from chalicelib.services.tokens import Tokens
+from chalicelib.services.transforms import EventTransformHooks
 
 log = logs.get("ingress")
 
@@ -194,8 +196,21 @@ class Container:
 
     @cached_property
     def triggers(self) -> ResourceService[Trigger]:
-        hooks = TriggerHooks(self.control_plane, self.queues, self.cache, self.settings)
+        hooks = TriggerHooks(
+            self.control_plane,
+            self.queues,
+            self.cache,
+            self.settings,
+            transforms=Resources(self.store, EVENT_TRANSFORMS),
+        )
         return ResourceService(self.control_plane.triggers, hooks)
+
+    @cached_property
+    def event_transforms(self) -> ResourceService[EventTransform]:  # docs/transforms.md
+        hooks = EventTransformHooks(
+            Resources(self.store, EVENT_TRANSFORMS), self.cache, self.settings
+        )
+        return ResourceService(hooks.transforms, hooks)
 
     @cached_property
     def kafka_sources(self) -> ResourceService[KafkaSource]:

@@ -22,6 +22,7 @@ _LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 CP = "/apis/eventing.knative.dev/v1/namespaces/{namespace}"
 KS = "/apis/sources.knative.dev/v1/namespaces/{namespace}/kafkasources"
+ET = "/apis/eventing.knative.dev/v1alpha1/namespaces/{namespace}/eventtransforms"
 REG = "/registry"
 ENDPOINT = f"{REG}/endpoints/{{endpointid}}"
 MESSAGE = f"{ENDPOINT}/messages/{{messageid}}"
@@ -123,6 +124,21 @@ SCHEMAS: dict[str, Any] = {
         kind={"const": "Trigger"},
         metadata=_ref("ObjectMeta"),
         spec=_ref("TriggerSpec"),
+    ),
+    "EventTransform": _obj(
+        ["metadata", "spec"],
+        apiVersion={"const": "eventing.knative.dev/v1alpha1"},
+        kind={"const": "EventTransform"},
+        metadata=_ref("ObjectMeta"),
+        spec=_obj(
+            ["jsonata"],
+            jsonata=_obj(["expression"], expression={"type": "string", "minLength": 1}),
+            sink=_DESTINATION,
+            reply=_obj(
+                jsonata=_obj(["expression"], expression={"type": "string", "minLength": 1}),
+                discard={"type": "boolean"},
+            ),
+        ),
     ),
     "KafkaSource": _obj(
         ["metadata", "spec"],
@@ -346,6 +362,7 @@ def _paths() -> dict[str, dict[str, Any]]:
             "delete": _op("cancelReplay", "cancel (delete) a replay", {"200": _json("Status")}),
         },
         **_crud("KafkaSource", "Kafka sources", KS, "KafkaSource"),
+        **_crud("EventTransform", "event transforms", ET, "EventTransform"),
         f"{KS}/{{name}}/failures": {
             "get": _op(
                 "listKafkaFailures", "records that could not be ingested", obj, query=("limit",)

@@ -11,6 +11,12 @@ naming the field, never another exception.
 | bytes of a control-plane JSON body | 1 MiB |
 | nesting depth of a control-plane JSON body | 64 |
 | characters of a client string kept as a cache key | 256 (× ≤ 4,096 entries per cache) |
+| characters of an EventTransform's JSONata expression | 16,384 |
+| time one JSONata evaluation may run (checked at every evaluation step) | 1,000 ms |
+| nesting of JSONata evaluation steps (recursion) | 300 |
+| characters of a string made by one JSONata step | the broker's max event bytes |
+| items of an array made by one JSONata step | 1,000,000 |
+| bytes of a transformed event (its JSON form) | the broker's max event bytes (4 MiB by default) |
 """
 
 from __future__ import annotations
@@ -28,6 +34,14 @@ MAX_JSON_DEPTH = 64
 # so each is bounded in bytes, not only in entries: a 2 MB source is checked, never remembered.
 MAX_CACHED_KEY_CHARS = 256
 MAX_CACHE_ENTRIES = 4096
+# EventTransforms (docs/transforms.md): an expression is compiled at PUT and on each delivery
+# container's first use, so it is bounded in size; an evaluation is bounded in time and depth
+# (JSONata's own timebox, checked between evaluation steps) and its result in bytes.
+MAX_TRANSFORM_EXPRESSION_CHARS = 16_384
+TRANSFORM_TIMEOUT_MS = 1_000
+TRANSFORM_MAX_DEPTH = 300
+MAX_TRANSFORM_OUTPUT_BYTES = 4 * 1024 * 1024  # the default; delivery passes the broker's
+MAX_TRANSFORM_ITEMS = 1_000_000
 
 _INT = re.compile(r"[+-]?[0-9]+")
 

@@ -17,6 +17,7 @@ from chalicelib.core.errors import BrokerError, Problem, ValidationError
 from chalicelib.core.resources import conditions
 from chalicelib.core.resources.broker import Broker, ingress_url
 from chalicelib.core.resources.delivery_spec import kafka_target
+from chalicelib.core.resources.event_transform import EventTransform, address_path
 from chalicelib.core.resources.trigger import Trigger
 from chalicelib.ports import Queues
 from chalicelib.services.provisioner import Provisioner
@@ -206,8 +207,10 @@ class TriggerHooks(Hooks[Trigger]):
         cache: ConfigCache,
         settings: Settings,
         clock: Callable[[], datetime] = utcnow,
+        transforms: Resources[EventTransform] | None = None,
     ) -> None:
         self._cp = control_plane
+        self._transforms = transforms  # what a subscriber.ref names (docs/transforms.md)
         self._queues = queues
         self._cache = cache
         self._settings = settings
@@ -240,6 +243,14 @@ class TriggerHooks(Hooks[Trigger]):
 
     def _status(self, stored: Stored[Trigger], broker: Broker | None) -> dict[str, Any]:
         state = stored.state
+        trigger = stored.resource
+        transform_url = None
+        if trigger.subscriber_ref is not None and self._transforms is not None:
+            found = self._transforms.get(trigger.namespace, trigger.subscriber_ref)
+            if found is not None:
+                transform_url = self._settings.public_url.rstrip("/") + address_path(
+                    trigger.namespace, trigger.subscriber_ref
+                )
         return conditions.trigger_status(
             stored.resource,
             broker,
@@ -249,6 +260,7 @@ class TriggerHooks(Hooks[Trigger]):
             propagation_ttl_s=self._ttl,
             provisioned_at=_parse_iso(state.get("provisioned_at")),
             previous=stored.status,
+            transform_url=transform_url,
         )
 
     def saved(self, stored: Stored[Trigger], existed: bool) -> Stored[Trigger]:

@@ -31,6 +31,8 @@ from chalicelib.core.delivery.outcomes import Attempt, Outcome
 from chalicelib.core.delivery.pacing import Pacer
 from chalicelib.core.errors import UnavailableError, ValidationError
 from chalicelib.core.resources.delivery_spec import kafka_target
+from chalicelib.core.transforms import TransformError
+from chalicelib.core.transforms import apply as apply_transform
 from chalicelib.ports import (
     Archive,
     HttpResponse,
@@ -117,6 +119,11 @@ class Job:
     sent: HttpResponse | PublishResult | None = None
     answer: Attempt | None = None
     error: Exception | None = None
+    # A trigger whose subscriber is an EventTransform (docs/transforms.md): the event it sends
+    # (``event`` stays the original: what a dead letter carries), or the attempt's answer decided
+    # without sending (the transformed event as the reply; a transform error).
+    outgoing: CloudEvent | None = None
+    decided: Attempt | None = None
 
     def __init__(
         self,
@@ -138,6 +145,7 @@ class Role(Protocol):
     request_headers: Mapping[str, str]  # added to every HTTP request
     reads_replies: bool
     rate_limited: bool  # a trigger's max-rate applies (to its subscriber, not its sink)
+    applies_transforms: bool  # a route's EventTransform applies (docs/transforms.md)
 
     def target(self, route: Route) -> str:
         """The URI to deliver to; raises NoDeadLetterSinkError when there is none."""
@@ -556,6 +564,16 @@ class Delivery:
 
     def _build(self, job: Job, event: CloudEvent) -> None:
         job.event = event
+        route = job.destination.route
+        if route.transform_ref is not None and self._role.applies_transforms:
+            if route.transform is None:  # deleted while events were queued: retried, then a
+                # dead letter that says why (it may be created again meanwhile)
+                missing = f'EventTransform "{route.transform_ref}" does not exist'
+                job.decided = Attempt(Outcome.RETRY, None, missing.encode(), 0.0)
+                return
+            event = self._transform(job, event, route.transform.expression)
+            if job.decided is not None:
+                return
         if job.destination.kafka is not None:
             return
         if job.destination.route.delivery.format == "json":
@@ -573,6 +591,38 @@ class Delivery:
         headers.update(self._role.request_headers)
         job.headers, job.body = headers, body
 
+    def _transform(self, job: Job, event: CloudEvent, expression: str) -> CloudEvent:
+        """The route's EventTransform applied (docs/transforms.md): the event to send on; or,
+        decided here, the transformed event as the reply (no sink), or a dead letter with the
+        reason (a failed expression, an invalid result: deterministic, so never retried)."""
+        started = time.perf_counter()
+        queued = job.queued
+        config = self._parts.cache.get(queued.namespace, queued.broker)
+        try:
+            if config is None:
+                transformed = apply_transform(expression, event)
+            else:  # the result is bounded like an event the broker's ingress accepts
+                transformed = apply_transform(
+                    expression, event, max_bytes=config.max_event_bytes, legacy=config.legacy
+                )
+        except TransformError as exc:
+            elapsed = (time.perf_counter() - started) * 1000
+            job.decided = Attempt(Outcome.DEAD_LETTER, None, str(exc).encode(), elapsed)
+            route = job.destination.route
+            log.warning(
+                "transform %s failed on event %s: %s",
+                route.transform_ref,
+                event.id,
+                exc,
+                extra={**log_keys(job), "transform": route.transform_ref},
+            )
+            return event
+        if not job.destination.target:  # no sink: the transformed event is the reply
+            elapsed = (time.perf_counter() - started) * 1000
+            job.decided = Attempt(Outcome.REPLY, 200, b"", elapsed, None, transformed)
+        job.outgoing = transformed
+        return transformed
+
     def _transmit(self, job: Job) -> None:
         """Send one job's request (on any thread); never raises: a failure is kept on the job."""
         try:
@@ -582,10 +632,13 @@ class Delivery:
             job.error = exc
             return
         assert job.event is not None
+        if job.decided is not None:  # a transform's outcome: nothing to send
+            return
         to = job.destination
         try:
             if to.kafka is not None:
-                job.sent = self._publish(to.route, job.event, *to.kafka, to.timeout)
+                outgoing = job.outgoing or job.event
+                job.sent = self._publish(to.route, outgoing, *to.kafka, to.timeout)
             else:
                 job.sent = self._parts.sender.post(to.target, job.headers, job.body, to.timeout)
         except Exception as exc:
@@ -598,6 +651,8 @@ class Delivery:
 
     def _judge(self, job: Job) -> Attempt:
         """Read the answer (DESIGN.md §2.3): its outcome, and the reply event if there is one."""
+        if job.decided is not None:
+            return job.decided
         sent = job.sent
         if isinstance(sent, PublishResult):
             outcome = policy.classify_publish(sent.ok)
@@ -623,6 +678,11 @@ class Delivery:
                 self._role.reply(job, answer.reply)
             except UnavailableError:
                 outcome = Outcome.RETRY
+            except TransformError as exc:  # the transform's spec.reply failed: deterministic
+                outcome = Outcome.DEAD_LETTER
+                job.answer = answer = answer._replace(
+                    outcome=outcome, status=None, detail=str(exc).encode(), reply=None
+                )
         spec = job.destination.route.delivery
         outcome = policy.final(outcome, job.attempt, spec)
         if outcome is Outcome.RETRY:

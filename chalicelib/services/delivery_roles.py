@@ -10,6 +10,8 @@ from chalicelib import logs
 from chalicelib.core.cloudevents.event import CloudEvent
 from chalicelib.core.delivery.policy import dead_letter_extensions
 from chalicelib.core.errors import UnavailableError, ValidationError
+from chalicelib.core.resources.event_transform import address_path
+from chalicelib.core.transforms import apply as apply_transform
 from chalicelib.services.delivery import (
     KEEP_SECONDS,
     DeliveryParts,
@@ -33,6 +35,7 @@ class Subscribers:
     request_headers: Mapping[str, str] = MappingProxyType({"Prefer": "reply"})
     reads_replies = True
     rate_limited = True
+    applies_transforms = True
 
     def __init__(self, parts: DeliveryParts, ingress: Ingress) -> None:
         self._parts = parts
@@ -47,6 +50,18 @@ class Subscribers:
         config = self._parts.cache.get(queued.namespace, queued.broker)
         if config is None:
             return
+        transform = job.destination.route.transform
+        if transform is not None and transform.sink_uri is not None:  # the sink's reply
+            if transform.reply_discard:
+                return
+            if transform.reply_expression is not None:
+                # A TransformError is the delivery's: dead-lettered with its reason.
+                reply = apply_transform(
+                    transform.reply_expression,
+                    reply,
+                    max_bytes=config.max_event_bytes,
+                    legacy=config.legacy,
+                )
         ttl = original.get(TTL_ATTRIBUTE)
         if ttl is not None:
             reply = reply.replace_attributes({TTL_ATTRIBUTE: ttl})
@@ -70,7 +85,11 @@ class Subscribers:
     def give_up(self, job: Job) -> RetryLaterError | None:
         queued, event, answer = job.queued, job.event, job.answer
         assert event is not None and answer is not None
-        extensions = dead_letter_extensions(job.destination.target, answer.status, answer.detail)
+        route = job.destination.route
+        target = job.destination.target
+        if not target and route.transform_ref is not None:  # a transform without a sink
+            target = address_path(route.namespace, route.transform_ref)
+        extensions = dead_letter_extensions(target, answer.status, answer.detail)
         body = self._parts.claims.message_body(
             queued.namespace,
             queued.broker,
@@ -92,6 +111,7 @@ class DeadLetterSinks:
     request_headers: Mapping[str, str] = MappingProxyType({})
     reads_replies = False
     rate_limited = False
+    applies_transforms = False  # a dead letter is the original event
 
     def __init__(self, parts: DeliveryParts) -> None:
         self._parts = parts

@@ -19,13 +19,16 @@ from chalicelib.core.filtering.filter_index import TriggerIndex
 from chalicelib.core.filtering.filters import Filter, build_filter
 from chalicelib.core.resources.broker import BROKERS, Broker
 from chalicelib.core.resources.delivery_spec import DeliverySpec
+from chalicelib.core.resources.event_transform import EVENT_TRANSFORMS, EventTransform
 from chalicelib.core.resources.trigger import TRIGGERS, Trigger, effective_delivery, max_rate
 from chalicelib.core.tokens import STORE_KIND as TOKEN
 from chalicelib.ports import ResourceStore
 from chalicelib.services.resources import Resources
 
 # What load_broker_config reads: the kinds whose writes must reach the ConfigCache's epoch.
-ROUTING_KINDS = frozenset({BROKERS.store_kind, TRIGGERS.store_kind, TOKEN})
+ROUTING_KINDS = frozenset(
+    {BROKERS.store_kind, TRIGGERS.store_kind, TOKEN, EVENT_TRANSFORMS.store_kind}
+)
 MAX_ENTRIES = 10_000  # brokers per container's cache; names are ≤ 63 characters each
 
 
@@ -43,6 +46,10 @@ class Route:
     filter: Filter
     ready: bool
     max_rate: float | None = None  # events per second (docs/flow-control.md); None: no limit
+    # The EventTransform the trigger's subscriber.ref names (docs/transforms.md); its sink, if
+    # any, is subscriber_uri.
+    transform: EventTransform | None = None
+    transform_ref: str | None = None  # the name the trigger refers to, resolved or not
 
 
 @dataclass(frozen=True)
@@ -90,10 +97,21 @@ def load_broker_config(
         return None
     broker = stored_broker.resource
     routes: list[Route] = []
+    transforms: dict[str, EventTransform | None] = {}
     for stored in Resources(store, TRIGGERS).list(namespace):
         trigger = stored.resource
         if trigger.broker != name:
             continue
+        transform, subscriber, resolved = None, trigger.subscriber_uri, True
+        if trigger.subscriber_ref is not None:
+            ref = trigger.subscriber_ref
+            if ref not in transforms:
+                found = Resources(store, EVENT_TRANSFORMS).get(namespace, ref)
+                transforms[ref] = found.resource if found else None
+            transform = transforms[ref]
+            # A missing transform: the trigger is not Ready, and gets no events meanwhile.
+            resolved = transform is not None
+            subscriber = (transform.sink_uri or "") if transform else ""
         routes.append(
             Route(
                 namespace=namespace,
@@ -105,11 +123,13 @@ def load_broker_config(
                 dlq=names.dlq_name(
                     queue_prefix, namespace, name, trigger.name, fifo=trigger.ordered
                 ),
-                subscriber_uri=trigger.subscriber_uri,
+                subscriber_uri=subscriber,
                 delivery=effective_delivery(trigger, broker),
                 filter=_compiled_filter(trigger),
-                ready=bool(stored.state.get("provisioned_at")),
+                ready=resolved and bool(stored.state.get("provisioned_at")),
                 max_rate=max_rate(trigger, broker),
+                transform=transform,
+                transform_ref=trigger.subscriber_ref,
             )
         )
     hashes: tuple[str, ...] = ()

@@ -379,7 +379,7 @@ TRIGGER_REJECTIONS = [
         "spec.subscriber",
         {"ref": {"apiVersion": "v1", "kind": "Service", "name": "s"}},
         "spec.subscriber.ref",
-        "only uri is supported",
+        "only a ref to an EventTransform",
     ),
     ("spec.subscriber.CACerts", "pem", "spec.subscriber.CACerts", "not supported"),
     ("spec.subscriber.uri", "mailto:a@b.c", "spec.subscriber.uri", "http or https"),

@@ -28,6 +28,7 @@ from chalicelib.core.registry.validation import CLOUDEVENTS, GENERATED_PREFIX
 from chalicelib.core.resources.broker import Broker
 from chalicelib.core.resources.broker import ingress_url as broker_ingress_url
 from chalicelib.core.resources.delivery_spec import DeliverySpec
+from chalicelib.core.resources.event_transform import address_path
 from chalicelib.core.resources.trigger import Trigger, effective_delivery
 
 SPECVERSION = "1.0-rc4"
@@ -249,6 +250,14 @@ def seen_message(seen: SeenType) -> dict[str, Any]:
     return message
 
 
+def _subscriber_uri(trigger: Trigger, base_url: str) -> str:
+    """The subscriber's URI; for a ``subscriber.ref`` to an EventTransform, its address
+    (docs/transforms.md)."""
+    if trigger.subscriber_ref is None:
+        return trigger.subscriber_uri
+    return base_url.rstrip("/") + address_path(trigger.namespace, trigger.subscriber_ref)
+
+
 def trigger_definition(trigger: Trigger, broker: Broker | None, base_url: str) -> Definition:
     ns, name, b = trigger.namespace, trigger.name, trigger.broker
     delivery = effective_delivery(trigger, broker)
@@ -269,7 +278,7 @@ def trigger_definition(trigger: Trigger, broker: Broker | None, base_url: str) -
         "protocol": HTTP,
         "protocoloptions": _http_options(
             {
-                "endpoints": [{"uri": trigger.subscriber_uri}],
+                "endpoints": [{"uri": _subscriber_uri(trigger, base_url)}],
                 "method": "POST",
                 "headers": [
                     {"name": "Prefer", "value": "reply"},

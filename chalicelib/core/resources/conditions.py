@@ -176,8 +176,12 @@ def trigger_status(
     dependency_message: str = "",
     provisioned_at: datetime | None = None,
     previous: Mapping[str, Any] | None = None,
+    transform_url: str | None = None,
 ) -> dict[str, Any]:
     """The trigger's status from what the control plane knows.
+
+    ``transform_url``: for a trigger whose ``subscriber.ref`` names an EventTransform, the
+    transform's address, or None while it does not exist (SubscriberResolved is then False).
 
     ``dependencies_ok``: whether its queue, DLQ and mapping(s) exist as planned (None: not
     provisioned yet), with ``dependency_message`` saying what is wrong. ``provisioned_at``: when
@@ -192,8 +196,19 @@ def trigger_status(
         )
     else:
         manager.mark_true(BROKER_READY)
-    manager.mark_true(SUBSCRIBER_RESOLVED)
-    status["subscriberUri"] = trigger.subscriber_uri
+    if trigger.subscriber_ref is None:
+        manager.mark_true(SUBSCRIBER_RESOLVED)
+        status["subscriberUri"] = trigger.subscriber_uri
+    elif transform_url is None:
+        manager.mark_false(
+            SUBSCRIBER_RESOLVED,
+            "TransformNotFound",
+            f'EventTransform "{trigger.subscriber_ref}" does not exist in namespace '
+            f'"{trigger.namespace}".',
+        )
+    else:
+        manager.mark_true(SUBSCRIBER_RESOLVED)
+        status["subscriberUri"] = transform_url
     sink = effective_delivery(trigger, broker).dead_letter_sink_uri
     _mark_dead_letter_sink(manager, sink, status)
     until = _propagation_end(provisioned_at, propagation_ttl_s, now)

@@ -56,6 +56,9 @@ class Trigger:
     filter_attributes: Mapping[str, str] = field(default_factory=dict)
     filters: tuple[Any, ...] = ()  # the raw spec.filters elements, validated by core.filters
     delivery: DeliverySpec | None = None  # None: the broker's delivery applies
+    # spec.subscriber.ref to an EventTransform of the namespace (docs/transforms.md); then
+    # subscriber_uri is "".
+    subscriber_ref: str | None = None
 
     @property
     def ordered(self) -> bool:
@@ -110,16 +113,14 @@ def _parse_trigger(
     else:
         problems += name_problems(broker, "spec.broker", what="broker name")
     attributes, filters = _trigger_filters(spec, problems, check_filters=check_filters)
-    subscriber = parse_destination(
-        spec.get("subscriber"), "spec.subscriber", problems, required=True
-    )
+    subscriber, transform = _parse_subscriber(spec.get("subscriber"), namespace, problems)
     raw_delivery = spec.get("delivery")
     delivery = (
         None if raw_delivery is None else parse_delivery(raw_delivery, "spec.delivery", problems)
     )
     if problems:
         raise ValidationError(problems)
-    assert subscriber is not None  # a missing subscriber is a problem above
+    assert subscriber is not None or transform is not None  # else a problem above
     return Trigger(
         namespace=namespace,
         name=name,
@@ -127,13 +128,58 @@ def _parse_trigger(
         generation=0,
         creation_timestamp="",
         broker=broker,
-        subscriber_uri=subscriber,
+        subscriber_uri=subscriber or "",
         labels=labels,
         annotations=annotations,
         filter_attributes=attributes,
         filters=filters,
         delivery=delivery,
+        subscriber_ref=transform,
     )
+
+
+TRANSFORM_REF_API_VERSION = "eventing.knative.dev/v1alpha1"
+TRANSFORM_REF_KIND = "EventTransform"
+
+
+def _parse_subscriber(
+    value: object, namespace: str, problems: list[Problem]
+) -> tuple[str | None, str | None]:
+    """``(uri, EventTransform name)``: a ``uri``, or a ``ref`` to an EventTransform of the
+    trigger's namespace (the one kind a ref can name here)."""
+    path = "spec.subscriber"
+    if not (isinstance(value, Mapping) and "ref" in value):
+        return parse_destination(value, path, problems, required=True), None
+    _unknown_fields(value, ("ref",), path, problems)
+    ref = _object(value.get("ref"), f"{path}.ref", problems)
+    _unknown_fields(ref, ("apiVersion", "kind", "name", "namespace"), f"{path}.ref", problems)
+    if ref.get("apiVersion") != TRANSFORM_REF_API_VERSION or ref.get("kind") != TRANSFORM_REF_KIND:
+        problems.append(
+            Problem(
+                f"{path}.ref",
+                f'only a ref to an EventTransform (apiVersion "{TRANSFORM_REF_API_VERSION}", '
+                f'kind "{TRANSFORM_REF_KIND}") is supported; for anything else put its '
+                "absolute http(s) URL in uri",
+            )
+        )
+    if ref.get("namespace", namespace) != namespace:
+        problems.append(
+            Problem(f"{path}.ref.namespace", "must be the trigger's namespace (or left out)")
+        )
+    found = name_problems(ref.get("name"), f"{path}.ref.name", what="EventTransform name")
+    problems += found
+    return None, None if found else str(ref.get("name"))
+
+
+def subscriber_json(trigger: Trigger) -> dict[str, Any]:
+    if trigger.subscriber_ref is not None:
+        ref = {
+            "apiVersion": TRANSFORM_REF_API_VERSION,
+            "kind": TRANSFORM_REF_KIND,
+            "name": trigger.subscriber_ref,
+        }
+        return {"ref": ref}
+    return {"uri": trigger.subscriber_uri}
 
 
 def _trigger_filters(
@@ -203,7 +249,7 @@ def trigger_spec_json(trigger: Trigger) -> dict[str, Any]:
     spec["filter"] = {"attributes": attributes} if attributes else {}
     if trigger.filters:
         spec["filters"] = list(trigger.filters)
-    spec["subscriber"] = {"uri": trigger.subscriber_uri}
+    spec["subscriber"] = subscriber_json(trigger)
     if trigger.delivery is not None:
         spec["delivery"] = trigger.delivery.to_json()
     return spec
