@@ -107,6 +107,11 @@ SCHEMAS: dict[str, Any] = {
             "any": {"type": "array", "items": {"$ref": "#/components/schemas/Filter"}},
             "not": {"$ref": "#/components/schemas/Filter"},
             "cesql": {"type": "string"},
+            "eventPattern": {
+                "type": "object",
+                "description": "an EventBridge event pattern over the event's JSON form "
+                "(attributes top level, JSON data under data); see docs/filters.md",
+            },
         },
     },
     "TriggerSpec": _obj(

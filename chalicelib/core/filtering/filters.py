@@ -25,7 +25,7 @@ from typing import Any, Final, Protocol
 
 from chalicelib.core.cloudevents.event import CloudEvent
 from chalicelib.core.errors import Problem, ValidationError
-from chalicelib.core.filtering import cesql
+from chalicelib.core.filtering import cesql, event_pattern
 from chalicelib.core.filtering.cesql import nodes
 
 Hints = Mapping[str, frozenset[str]]
@@ -34,7 +34,7 @@ Hints = Mapping[str, frozenset[str]]
 NO_HINTS: Final[Hints] = {}
 
 KEY_PATTERN: Final = re.compile(r"[a-z][a-z0-9]*", re.ASCII)
-DIALECTS: Final = ("exact", "prefix", "suffix", "all", "any", "not", "cesql")
+DIALECTS: Final = ("exact", "prefix", "suffix", "all", "any", "not", "cesql", "eventPattern")
 MAX_NESTING: Final = 32
 
 _ALIASES: Final = {"schemaurl": "dataschema", "dataschema": "schemaurl"}
@@ -340,6 +340,8 @@ def _check_element(element: object, path: str, depth: int, problems: list[Proble
             _check_list(value, where, depth, problems)
         elif dialect == "not":
             _check_element(value, where, depth + 1, problems)
+        elif dialect == "eventPattern":
+            event_pattern.check(value, where, problems)
         else:
             _check_cesql(value, where, problems)
 
@@ -420,4 +422,6 @@ def _build(element: Mapping[str, Any]) -> Filter:
         return AnyFilter(tuple(_build(e) for e in value))
     if dialect == "not":
         return NotFilter(_build(value))
+    if dialect == "eventPattern":
+        return event_pattern.compile_pattern(value)
     return CesqlFilter(cesql.parse(value))
