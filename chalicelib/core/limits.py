@@ -11,6 +11,8 @@ naming the field, never another exception.
 | bytes of a control-plane JSON body | 1 MiB |
 | nesting depth of a control-plane JSON body | 64 |
 | characters of a client string kept as a cache key | 256 (× ≤ 4,096 entries per cache) |
+| an `eventPattern` filter (compact JSON characters; EventBridge's default quota) | 2,048 |
+| `eventPattern` levels / values / `$or` combinations / `*` per wildcard | 16/256/1,000/8 |
 """
 
 from __future__ import annotations
@@ -28,6 +30,14 @@ MAX_JSON_DEPTH = 64
 # so each is bounded in bytes, not only in entries: a 2 MB source is checked, never remembered.
 MAX_CACHED_KEY_CHARS = 256
 MAX_CACHE_ENTRIES = 4096
+# EventBridge event patterns (filters' eventPattern dialect). The size is EventBridge's default
+# "Event pattern size" quota (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-quota.html);
+# EventBridge documents no figure for the others, so these are ours, far above real patterns.
+MAX_PATTERN_CHARS = 2048
+MAX_PATTERN_DEPTH = 16
+MAX_PATTERN_VALUES = 256
+MAX_OR_COMBINATIONS = 1000
+MAX_WILDCARDS = 8
 
 _INT = re.compile(r"[+-]?[0-9]+")
 

@@ -42,12 +42,14 @@ from typing import Any, Final
 from chalicelib.core.cloudevents.event import ABSENT, CloudEvent
 from chalicelib.core.errors import Problem
 from chalicelib.core.filtering.event_data import json_data
+from chalicelib.core.limits import (
+    MAX_OR_COMBINATIONS,
+    MAX_PATTERN_CHARS,
+    MAX_PATTERN_DEPTH,
+    MAX_PATTERN_VALUES,
+    MAX_WILDCARDS,
+)
 
-MAX_PATTERN_CHARS: Final = 2048
-MAX_PATTERN_DEPTH: Final = 16
-MAX_PATTERN_VALUES: Final = 256
-MAX_OR_COMBINATIONS: Final = 1000
-MAX_WILDCARDS: Final = 8
 MAX_NUMBER: Final = 5.0e9
 
 Hints = Mapping[str, frozenset[str]]
