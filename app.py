@@ -230,6 +230,13 @@ def _broker_scoped_routes(plural: str, service: Callable[[], Any]) -> None:
 _broker_scoped_routes("replays", lambda: get_container().replays)
 
 
+# A custom method in Google's AIP-136 style (``collection:verb``): nothing is created; the name
+# cannot clash with a trigger's, whose names are DNS labels (no colon).
+@_route(f"{CP}/triggers:test", ["POST"])
+def test_filter(namespace: str) -> Response:
+    return json_response(get_container().filter_test.run(namespace, _json_body()))
+
+
 @_route(f"{CP}/triggers/{{name}}/deadletters", ["GET", "DELETE"])
 def dead_letters(namespace: str, name: str) -> Response:
     c = get_container()

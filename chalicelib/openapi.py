@@ -186,6 +186,19 @@ SCHEMAS: dict[str, Any] = {
         },
     },
     "Object": {"type": "object"},
+    "FilterTest": _obj(
+        ["event"],
+        event={"type": "object", "description": "a CloudEvent in JSON format"},
+        filters={"type": "array", "items": _ref("Filter")},
+        filter=_obj(attributes=_STRING_MAP),
+        trigger=_ref("Name"),
+    ),
+    "FilterVerdict": _obj(
+        ["matched", "reasons"],
+        matched={"type": "boolean"},
+        reasons={"type": "array", "items": {"type": "string"}},
+        trigger=_ref("Name"),
+    ),
 }
 
 _PROBLEM = {"content": {PROBLEM_TYPE: {"schema": _ref("Problem")}}}
@@ -321,6 +334,15 @@ def _paths() -> dict[str, dict[str, Any]]:
         "/apis/openapi.json": {"get": _op("openapi", "this document", obj)},
         **_crud("Broker", "brokers", f"{CP}/brokers", "Broker"),
         **_crud("Trigger", "triggers", f"{CP}/triggers", "Trigger"),
+        f"{CP}/triggers:test": {
+            "post": _op(
+                "testFilter",
+                "does a filter (one of filters, filter, trigger) pass an event, and why; "
+                "creates nothing",
+                {"200": _json("FilterVerdict")},
+                body="FilterTest",
+            )
+        },
         f"{CP}/triggers/{{name}}/deadletters": {
             "get": _op(
                 "listDeadLetters", "dead-lettered events, not consumed", obj, query=("limit",)

@@ -196,7 +196,7 @@ def test_reasons_name_the_deciding_term() -> None:
     )
     assert not matched
     assert reasons == [
-        'filters[0].eventPattern.data.amount: [{"numeric": [">", 100.0]}] did not match 42'
+        'filters[0].eventPattern.data.amount: [{"numeric": [">", 100]}] did not match 42'
     ]
     matched, reasons = compiled.explain(CloudEvent(ATTRS, None, {"amount": 420}), "p")
     assert matched and reasons == ["p: every field matched (data)"]

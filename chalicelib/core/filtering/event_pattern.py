@@ -226,7 +226,7 @@ class AnythingBut:
 
 @dataclass(frozen=True, slots=True)
 class Numeric:
-    conditions: tuple[tuple[str, float], ...]
+    conditions: tuple[tuple[str, int | float], ...]
 
     def test(self, value: object) -> bool:
         if not _is_number(value):
@@ -447,7 +447,7 @@ def _compile_matcher(value: Any) -> Matcher:
     if name == "wildcard":
         return Wildcard(arg)
     if name == "numeric":
-        return Numeric(tuple((arg[i], float(arg[i + 1])) for i in range(0, len(arg), 2)))
+        return Numeric(tuple((arg[i], arg[i + 1]) for i in range(0, len(arg), 2)))
     if name == "exists":
         return Exists(arg)
     if name == "cidr":
