@@ -230,11 +230,16 @@ def _broker_scoped_routes(plural: str, service: Callable[[], Any]) -> None:
 _broker_scoped_routes("replays", lambda: get_container().replays)
 
 
-# A custom method in Google's AIP-136 style (``collection:verb``): nothing is created; the name
-# cannot clash with a trigger's, whose names are DNS labels (no colon).
-@_route(f"{CP}/triggers:test", ["POST"])
+# Nothing is created, so not a resource: DESIGN.md's ``triggers:test`` (a custom method in the
+# style of Google's AIP-136). API Gateway's resource path parts allow only a-zA-Z0-9._- and
+# braces, so deployed the call is ``triggers-test``; local mode serves both spellings.
 def test_filter(namespace: str) -> Response:
     return json_response(get_container().filter_test.run(namespace, _json_body()))
+
+
+_route(f"{CP}/triggers-test", ["POST"])(test_filter)
+if _SETTINGS.local_mode:
+    _route(f"{CP}/triggers:test", ["POST"])(test_filter)
 
 
 @_route(f"{CP}/triggers/{{name}}/deadletters", ["GET", "DELETE"])

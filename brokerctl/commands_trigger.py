@@ -284,7 +284,8 @@ def filter_test_body(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _test(args: argparse.Namespace, client: BrokerClient) -> None:
-    doc = client.post(client.path("triggers") + ":test", filter_test_body(args))
+    # triggers-test, not triggers:test: the spelling a deployed API Gateway serves too.
+    doc = client.post(client.path("triggers-test"), filter_test_body(args))
 
     def human() -> None:
         output.say("matched" if doc.get("matched") else "not matched")

@@ -314,7 +314,7 @@ def _ingress() -> dict[str, Any]:
     return item
 
 
-def _paths() -> dict[str, dict[str, Any]]:
+def _paths(*, local: bool) -> dict[str, dict[str, Any]]:
     obj = {"200": _json("Object")}
     paths: dict[str, dict[str, Any]] = {
         "/healthz": {"get": _op("health", "liveness", {"200": _json("Object")}, public=True)},
@@ -334,15 +334,9 @@ def _paths() -> dict[str, dict[str, Any]]:
         "/apis/openapi.json": {"get": _op("openapi", "this document", obj)},
         **_crud("Broker", "brokers", f"{CP}/brokers", "Broker"),
         **_crud("Trigger", "triggers", f"{CP}/triggers", "Trigger"),
-        f"{CP}/triggers:test": {
-            "post": _op(
-                "testFilter",
-                "does a filter (one of filters, filter, trigger) pass an event, and why; "
-                "creates nothing",
-                {"200": _json("FilterVerdict")},
-                body="FilterTest",
-            )
-        },
+        f"{CP}/triggers-test": {"post": _filter_test("testFilter")},
+        # Local mode also serves DESIGN.md's spelling (API Gateway refuses a colon in a path).
+        **({f"{CP}/triggers:test": {"post": _filter_test("testFilterLocal")}} if local else {}),
         f"{CP}/triggers/{{name}}/deadletters": {
             "get": _op(
                 "listDeadLetters", "dead-lettered events, not consumed", obj, query=("limit",)
@@ -416,6 +410,15 @@ def _paths() -> dict[str, dict[str, Any]]:
     return paths
 
 
+def _filter_test(op_id: str) -> dict[str, Any]:
+    return _op(
+        op_id,
+        "does a filter (one of filters, filter, trigger) pass an event, and why; creates nothing",
+        {"200": _json("FilterVerdict")},
+        body="FilterTest",
+    )
+
+
 def _path_parameter(name: str) -> dict[str, Any]:
     schema: dict[str, Any] = {"type": "string", "minLength": 1}
     description = None
@@ -443,7 +446,7 @@ def document(public_url: str, *, signed: bool) -> dict[str, Any]:
             "plane (Brokers, Triggers, KafkaSources), dead letters, ingress tokens, xRegistry.",
         },
         "servers": [{"url": public_url}],
-        "paths": _paths(),
+        "paths": _paths(local=not signed),
         "components": {"schemas": SCHEMAS},
     }
     if signed:

@@ -48,7 +48,7 @@ def test_bad_filter_flags_are_usage_errors(api: RecordingApi, cli: Runner):
 
 
 def test_trigger_test_with_filter_flags(api: RecordingApi, cli: Runner):
-    path = f"{CP}/default/triggers:test"
+    path = f"{CP}/default/triggers-test"
     reason = 'filters[0].eventPattern.data.amount: [{"numeric": [">", 100]}] did not match 42'
     api.answer("POST", path, doc={"matched": False, "reasons": [reason]})
     r = cli(
@@ -67,7 +67,7 @@ def test_trigger_test_with_filter_flags(api: RecordingApi, cli: Runner):
 
 def test_trigger_test_by_name_and_as_json(api: RecordingApi, cli: Runner):
     answer = {"matched": True, "reasons": ['filter.attributes.type: matched "t"'], "trigger": "a"}
-    api.answer("POST", f"{CP}/shop/triggers:test", doc=answer)
+    api.answer("POST", f"{CP}/shop/triggers-test", doc=answer)
     r = cli("trigger", "test", "a", "-n", "shop", "--event", json.dumps(EVENT), "-o", "json")
     assert r.code == 0, r.err
     assert api.seen[0].json() == {"event": EVENT, "trigger": "a"}

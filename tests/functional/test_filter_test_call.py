@@ -30,9 +30,9 @@ def client() -> Iterator[Client]:
         yield c
 
 
-def test_call(client: Client, body: Any, ns: str = "ns") -> Any:
+def test_call(client: Client, body: Any, ns: str = "ns", spelling: str = "triggers:test") -> Any:
     return client.http.post(
-        f"{CP}/{ns}/triggers:test",
+        f"{CP}/{ns}/{spelling}",
         headers={"content-type": "application/json"},
         body=json.dumps(body),
     )
@@ -140,6 +140,13 @@ def test_each_dialect_names_the_deciding_term(
     assert r.status_code == 200, r.body
     assert r.json_body["matched"] is matched
     assert any(reason in text for text in r.json_body["reasons"]), r.json_body["reasons"]
+
+
+def test_the_deployable_spelling_answers_the_same(h: Harness, client: Client) -> None:
+    body = {"event": EVENT, "filters": [{"exact": {"type": "x"}}]}
+    local, deployable = test_call(client, body), test_call(client, body, spelling="triggers-test")
+    assert local.status_code == deployable.status_code == 200
+    assert local.json_body == deployable.json_body and local.json_body["matched"] is False
 
 
 def test_every_problem_is_named_with_400(h: Harness, client: Client) -> None:
