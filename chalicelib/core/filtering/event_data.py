@@ -49,3 +49,51 @@ def _parse(raw: bytes) -> Any:
         return json.loads(raw)
     except ValueError:  # UnicodeDecodeError and JSONDecodeError: declared JSON, but it is not
         return ABSENT
+
+
+MAX_PATH_SEGMENTS = 32
+
+
+def lookup(value: Any, path: tuple[str, ...]) -> Any:
+    """The JSON value at ``path`` (object members by name; an all-digit segment also indexes an
+    array), or ``ABSENT``."""
+    for segment in path:
+        if isinstance(value, dict):
+            value = value.get(segment, ABSENT)
+        elif isinstance(value, list) and segment.isdigit() and int(segment) < len(value):
+            value = value[int(segment)]
+        else:
+            return ABSENT
+        if value is ABSENT:
+            return ABSENT
+    return value
+
+
+def data_at(event: CloudEvent, path: tuple[str, ...]) -> Any:
+    """The value at ``data.<path>`` of the event's JSON data, or ``ABSENT``."""
+    data = json_data(event)
+    return ABSENT if data is ABSENT else lookup(data, path)
+
+
+def data_text(event: CloudEvent, dotted: str) -> str | None:
+    """The text the trigger index files a ``data.a.b`` hint under: a string as is, an integer
+    (or integral number) within 32 bits in decimal, a boolean as ``true``/``false``; ``None``
+    for anything else, which no exact CESQL term can equal without an error."""
+    value = data_at(event, tuple(dotted.split(".")[1:]))
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    number = integral(value)
+    return None if number is None else str(number)
+
+
+def integral(value: Any) -> int | None:
+    """A JSON number as a CESQL Integer (32-bit), or ``None`` if it is not one."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float):
+        if not value.is_integer():
+            return None
+        value = int(value)
+    return value if -(2**31) <= value < 2**31 else None
