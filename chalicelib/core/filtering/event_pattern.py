@@ -444,9 +444,12 @@ def _fast_node(node: Node) -> Callable[[Getter], bool]:
         for key, test in fields:
             if not test(get(key, MISSING)):
                 return False
-        if alternatives:
-            return any(alt(get) for alt in alternatives)
-        return True
+        if not alternatives:
+            return True
+        for alternative in alternatives:  # noqa: SIM110 - hot path, no generator
+            if alternative(get):
+                return True
+        return False
 
     return match
 
