@@ -376,11 +376,13 @@ class _Root:
         value = self.attrs.get(key)
         if value is None:
             return default
-        if type(value) is str:
-            return value
-        if isinstance(value, bool):
-            return "true" if value else "false"
-        return str(value)
+        return value if type(value) is str else _canonical(value)
+
+
+def _canonical(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def _root_getter(event: CloudEvent) -> Callable[[str, Any], Any]:
@@ -405,6 +407,10 @@ def _fast_test(matcher: Matcher) -> Callable[[Any], bool]:
 
 def _fast_leaf(leaf: Leaf) -> Callable[[Any], bool]:
     tests = tuple(_fast_test(m) for m in leaf.matchers)
+    texts = [m.value for m in leaf.matchers if isinstance(m, Equals) and isinstance(m.value, str)]
+    if len(texts) > 1 and len(texts) == len(leaf.matchers):
+        # Only a str equals a str, and a hashable JSON scalar is all that reaches the tests.
+        tests = (frozenset(texts).__contains__,)
     absent_ok = any(isinstance(m, Exists) and not m.present for m in leaf.matchers)
 
     def match(value: Any) -> bool:
@@ -454,16 +460,42 @@ def _fast_node(node: Node) -> Callable[[Getter], bool]:
     return match
 
 
+def _fast_root(node: Node) -> Callable[[CloudEvent], bool]:
+    """``_fast_node`` for the event itself: attribute fields read without building a getter."""
+    fields = tuple((key, _fast_child(child)) for key, child in node.fields)
+    alternatives = tuple(_fast_node(alt) for alt in node.alternatives)
+
+    def match(event: CloudEvent) -> bool:
+        attrs = event.attributes
+        for key, test in fields:
+            if key == "data":
+                value = json_data(event)
+            else:
+                value = attrs.get(key)
+                if value is None:
+                    value = MISSING
+                elif type(value) is not str:
+                    value = _canonical(value)
+            if not test(value):
+                return False
+        if not alternatives:
+            return True
+        get = _Root(event).get
+        for alternative in alternatives:  # noqa: SIM110 - hot path, no generator
+            if alternative(get):
+                return True
+        return False
+
+    return match
+
+
 @dataclass(frozen=True, slots=True)
 class EventPatternFilter:
     """An EventBridge event pattern, compiled once (see the module docstring)."""
 
     root: Node
     source: Mapping[str, Any]
-    _run: Callable[[Getter], bool] = field(repr=False, compare=False)
-
-    def matches(self, event: CloudEvent) -> bool:
-        return self._run(_Root(event).get)
+    matches: Callable[[CloudEvent], bool] = field(repr=False, compare=False)
 
     def matches_document(self, document: Mapping[str, Any]) -> bool:
         """Matches a plain JSON object (an EventBridge event as documented, for the table)."""
@@ -502,7 +534,7 @@ def _node_hints(node: Node) -> Hints:
 def compile_pattern(pattern: Mapping[str, Any]) -> EventPatternFilter:
     """The compiled pattern; ``pattern`` must have passed ``check``."""
     root = _compile_node(pattern)
-    return EventPatternFilter(root, pattern, _fast_node(root))
+    return EventPatternFilter(root, pattern, _fast_root(root))
 
 
 def _compile_node(pattern: Mapping[str, Any]) -> Node:
