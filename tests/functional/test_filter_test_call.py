@@ -210,3 +210,31 @@ def test_a_pattern_trigger_receives_only_matching_events(h: Harness) -> None:
 
     assert ids("big") == ["large", "s"]
     assert ids("all") == ["bad", "large", "s", "small", "text"]
+
+
+def test_a_trigger_with_an_invalid_pattern_is_refused_naming_every_problem(
+    h: Harness, client: Client
+) -> None:
+    body = {
+        "metadata": {"name": "bad"},
+        "spec": {
+            "broker": "default",
+            "subscriber": {"uri": "http://sub.example/"},
+            "filters": [
+                {"eventPattern": {"type": [], "data": {"n": [{"numeric": [">", "1"]}]}}},
+                {"cesql": "data. = 1"},
+            ],
+        },
+    }
+    r = client.http.put(
+        f"{CP}/ns/triggers/bad",
+        headers={"content-type": "application/json"},
+        body=json.dumps(body),
+    )
+    assert r.status_code == 400
+    assert [e["field"] for e in r.json_body["errors"]] == [
+        "spec.filters[0].eventPattern.type",
+        "spec.filters[0].eventPattern.data.n[0].numeric",
+        "spec.filters[1].cesql",
+    ]
+    assert client.http.get(f"{CP}/ns/triggers/bad").status_code == 404
