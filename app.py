@@ -235,6 +235,18 @@ def _broker_scoped_routes(plural: str, service: Callable[[], Any]) -> None:
 _broker_scoped_routes("replays", lambda: get_container().replays)
 
 
+# Nothing is created, so not a resource: DESIGN.md's ``triggers:test`` (a custom method in the
+# style of Google's AIP-136). API Gateway's resource path parts allow only a-zA-Z0-9._- and
+# braces, so deployed the call is ``triggers-test``; local mode serves both spellings.
+def test_filter(namespace: str) -> Response:
+    return json_response(get_container().filter_test.run(namespace, _json_body()))
+
+
+_route(f"{CP}/triggers-test", ["POST"])(test_filter)
+if _SETTINGS.local_mode:
+    _route(f"{CP}/triggers:test", ["POST"])(test_filter)
+
+
 @_route(f"{CP}/triggers/{{name}}/deadletters", ["GET", "DELETE"])
 def dead_letters(namespace: str, name: str) -> Response:
     c = get_container()

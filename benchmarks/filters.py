@@ -2,9 +2,13 @@
 
 Brokers of 10, 1,000 and 10,000 triggers with a realistic mix (see MIX): most filter on an exact
 `type` (legacy `filter.attributes`, the `exact` dialect, `all` of exact + prefix, CESQL
-`type = '...' AND ...`), and a small residual the index cannot file (prefix/suffix on `type`,
-CESQL without an equality). There are N/5 event types, about five triggers each; 10% of the events
-carry a type no trigger names. Both paths must return the same keys for every event (checked).
+`type = '...' AND ...`, EventBridge `eventPattern`s on `type` plus a numeric test on the JSON
+data or an `$or` of types), some filter on the JSON data alone (CESQL `data.region = '...'`,
+indexed under `data.region`), and a small residual the index cannot file (prefix/suffix on
+`type`, CESQL without an equality, patterns with only a prefix on `type`). Events carry JSON
+data `{"amount": ..., "region": ...}`. There are N/5 event types, about five triggers each (and
+N/25 regions); 10% of the events carry a type no trigger names. Both paths must return the same
+keys for every event (checked).
 
 Figures: `us_per_event_<N>` is the index's mean cost per event (microseconds) and
 `speedup_vs_scan_10000` is scan time / index time at 10,000 triggers.
@@ -35,13 +39,25 @@ SEED = 20240611
 # Share of triggers per kind; residual kinds (prefix, suffix, CESQL without equality) are capped
 # at RESIDUAL_PER_10K per 10,000 triggers (at least one of each in tiny brokers).
 MIX = {
-    "legacy attributes {type}": 0.55,
+    "legacy attributes {type}": 0.45,
     "legacy attributes {type, source}": 0.07,
-    "exact {type}": 0.23,
+    "exact {type}": 0.18,
     "all [exact type, prefix source]": 0.08,
     "cesql type = ... AND subject LIKE ...": 0.07,
+    "eventPattern {type, data.amount numeric}": 0.08,
+    "eventPattern $or of two types": 0.03,
+    "cesql data.region = ...": 0.04,
 }
-RESIDUAL_PER_10K = {"prefix type": 15, "suffix type": 5, "cesql LIKE/OR, no equality": 5}
+RESIDUAL_PER_10K = {
+    "prefix type": 15,
+    "suffix type": 5,
+    "cesql LIKE/OR, no equality": 5,
+    "eventPattern prefix type + numeric": 5,
+}
+
+
+def regions(n_triggers: int) -> int:
+    return max(3, n_triggers // 25)
 
 
 def type_name(i: int) -> str:
@@ -73,6 +89,19 @@ def make_triggers(n: int, rng: random.Random) -> list[tuple[str, Filter]]:
             spec = (None, [{"all": [{"exact": {"type": t}}, {"prefix": {"source": "https://"}}]}])
         elif kind == "cesql type = ... AND subject LIKE ...":
             spec = (None, [{"cesql": f"type = '{t}' AND subject LIKE 'order-%'"}])
+        elif kind == "eventPattern {type, data.amount numeric}":
+            floor = rng.randrange(2000)
+            pattern = {"type": [t], "data": {"amount": [{"numeric": [">=", floor]}]}}
+            spec = (None, [{"eventPattern": pattern}])
+        elif kind == "eventPattern $or of two types":
+            other = type_name(rng.randrange(n_types))
+            spec = (None, [{"eventPattern": {"$or": [{"type": [t]}, {"type": [other]}]}}])
+        elif kind == "cesql data.region = ...":
+            spec = (None, [{"cesql": f"data.region = 'eu-{rng.randrange(regions(n))}'"}])
+        elif kind == "eventPattern prefix type + numeric":
+            prefix = f"com.example.service{rng.randrange(37)}."
+            pattern = {"type": [{"prefix": prefix}], "data": {"amount": [{"numeric": ["<", 100]}]}}
+            spec = (None, [{"eventPattern": pattern}])
         elif kind == "prefix type":
             spec = (None, [{"prefix": {"type": f"com.example.service{rng.randrange(37)}."}}])
         elif kind == "suffix type":
@@ -85,6 +114,7 @@ def make_triggers(n: int, rng: random.Random) -> list[tuple[str, Filter]]:
 
 def make_events(n_triggers: int, count: int, rng: random.Random) -> list[CloudEvent]:
     n_types = max(3, n_triggers // 5)
+    n_regions = regions(n_triggers)
     events = []
     for i in range(count):
         t = type_name(rng.randrange(n_types)) if rng.random() < 0.9 else f"org.other.t{i}"
@@ -97,7 +127,9 @@ def make_events(n_triggers: int, count: int, rng: random.Random) -> list[CloudEv
                     "type": t,
                     "subject": f"order-{i}",
                     "seq": rng.randrange(2000),
-                }
+                },
+                None,
+                {"amount": rng.randrange(2000), "region": f"eu-{rng.randrange(n_regions)}"},
             )
         )
     return events
@@ -142,6 +174,7 @@ def main() -> None:
         figures[f"us_per_event_{n}"] = indexed_us
         details[f"scan_us_per_event_{n}"] = round(scan_us, 3)
         details[f"residual_triggers_{n}"] = index.residual_count
+        details[f"indexed_attributes_{n}"] = index.indexed_attributes
         details[f"mean_matches_per_event_{n}"] = round(matched / len(events), 2)
         if n == SIZES[-1]:
             figures[f"speedup_vs_scan_{n}"] = scan_us / indexed_us

@@ -33,6 +33,7 @@ from chalicelib.services.dead_letters import DeadLetters
 from chalicelib.services.delivery import Delivery, DeliveryParts
 from chalicelib.services.delivery_roles import DeadLetterSinks, Subscribers
 from chalicelib.services.event_types import EventTypeSample, MetricsEventTypes, metrics_fetcher
+from chalicelib.services.filter_test import FilterTest
 from chalicelib.services.ingress import Ingress
 from chalicelib.services.kafka_ingress import KafkaIngress, SourceIndex
 from chalicelib.services.kafka_sources import KafkaSourceHooks
@@ -217,6 +218,10 @@ class Container:
         return ResourceService(self.kafka_source_hooks.sources, self.kafka_source_hooks)
 
     # ---- replays (docs/replay.md) ----------------------------------------------------------------
+
+    @cached_property
+    def filter_test(self) -> FilterTest:
+        return FilterTest(self.control_plane.triggers)
 
     @cached_property
     def replay_resources(self) -> ResourceService[Replay]:

@@ -108,6 +108,11 @@ SCHEMAS: dict[str, Any] = {
             "any": {"type": "array", "items": {"$ref": "#/components/schemas/Filter"}},
             "not": {"$ref": "#/components/schemas/Filter"},
             "cesql": {"type": "string"},
+            "eventPattern": {
+                "type": "object",
+                "description": "an EventBridge event pattern over the event's JSON form "
+                "(attributes top level, JSON data under data); see docs/filters.md",
+            },
         },
     },
     "TriggerSpec": _obj(
@@ -197,6 +202,19 @@ SCHEMAS: dict[str, Any] = {
         },
     },
     "Object": {"type": "object"},
+    "FilterTest": _obj(
+        ["event"],
+        event={"type": "object", "description": "a CloudEvent in JSON format"},
+        filters={"type": "array", "items": _ref("Filter")},
+        filter=_obj(attributes=_STRING_MAP),
+        trigger=_ref("Name"),
+    ),
+    "FilterVerdict": _obj(
+        ["matched", "reasons"],
+        matched={"type": "boolean"},
+        reasons={"type": "array", "items": {"type": "string"}},
+        trigger=_ref("Name"),
+    ),
 }
 
 _PROBLEM = {"content": {PROBLEM_TYPE: {"schema": _ref("Problem")}}}
@@ -312,7 +330,7 @@ def _ingress() -> dict[str, Any]:
     return item
 
 
-def _paths() -> dict[str, dict[str, Any]]:
+def _paths(*, local: bool) -> dict[str, dict[str, Any]]:
     obj = {"200": _json("Object")}
     paths: dict[str, dict[str, Any]] = {
         "/healthz": {"get": _op("health", "liveness", {"200": _json("Object")}, public=True)},
@@ -332,6 +350,9 @@ def _paths() -> dict[str, dict[str, Any]]:
         "/apis/openapi.json": {"get": _op("openapi", "this document", obj)},
         **_crud("Broker", "brokers", f"{CP}/brokers", "Broker"),
         **_crud("Trigger", "triggers", f"{CP}/triggers", "Trigger"),
+        f"{CP}/triggers-test": {"post": _filter_test("testFilter")},
+        # Local mode also serves DESIGN.md's spelling (API Gateway refuses a colon in a path).
+        **({f"{CP}/triggers:test": {"post": _filter_test("testFilterLocal")}} if local else {}),
         f"{CP}/triggers/{{name}}/deadletters": {
             "get": _op(
                 "listDeadLetters", "dead-lettered events, not consumed", obj, query=("limit",)
@@ -406,6 +427,15 @@ def _paths() -> dict[str, dict[str, Any]]:
     return paths
 
 
+def _filter_test(op_id: str) -> dict[str, Any]:
+    return _op(
+        op_id,
+        "does a filter (one of filters, filter, trigger) pass an event, and why; creates nothing",
+        {"200": _json("FilterVerdict")},
+        body="FilterTest",
+    )
+
+
 def _path_parameter(name: str) -> dict[str, Any]:
     schema: dict[str, Any] = {"type": "string", "minLength": 1}
     description = None
@@ -433,7 +463,7 @@ def document(public_url: str, *, signed: bool) -> dict[str, Any]:
             "plane (Brokers, Triggers, KafkaSources), dead letters, ingress tokens, xRegistry.",
         },
         "servers": [{"url": public_url}],
-        "paths": _paths(),
+        "paths": _paths(local=not signed),
         "components": {"schemas": SCHEMAS},
     }
     if signed:

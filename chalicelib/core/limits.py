@@ -17,6 +17,8 @@ naming the field, never another exception.
 | characters of a string made by one JSONata step | the broker's max event bytes |
 | items of an array made by one JSONata step | 1,000,000 |
 | bytes of a transformed event (its JSON form) | the broker's max event bytes (4 MiB by default) |
+| an `eventPattern` filter (compact JSON characters; EventBridge's default quota) | 2,048 |
+| `eventPattern` levels / values / `$or` combinations / `*` per wildcard | 16/256/1,000/8 |
 """
 
 from __future__ import annotations
@@ -42,6 +44,15 @@ TRANSFORM_TIMEOUT_MS = 1_000
 TRANSFORM_MAX_DEPTH = 300
 MAX_TRANSFORM_OUTPUT_BYTES = 4 * 1024 * 1024  # the default; delivery passes the broker's
 MAX_TRANSFORM_ITEMS = 1_000_000
+
+# EventBridge event patterns (filters' eventPattern dialect). The size is EventBridge's default
+# "Event pattern size" quota (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-quota.html);
+# EventBridge documents no figure for the others, so these are ours, far above real patterns.
+MAX_PATTERN_CHARS = 2048
+MAX_PATTERN_DEPTH = 16
+MAX_PATTERN_VALUES = 256
+MAX_OR_COMBINATIONS = 1000
+MAX_WILDCARDS = 8
 
 _INT = re.compile(r"[+-]?[0-9]+")
 

@@ -2,11 +2,12 @@
 
 Each filter states the exact-match conditions any matching event must meet (``index_hints``:
 legacy attributes with a value, ``exact``, ``all`` of those, ``any`` whose branches share an
-attribute, CESQL ``attr = 'text'`` conjuncts). The index picks attributes greedily, the one that
-covers the most remaining triggers first (ties: the one with more distinct values, i.e. the more
-selective), and files each trigger under its values for that attribute. An event then looks up its
-own value of each chosen attribute (usually just ``type``), and only those candidates and the
-residual triggers (no usable condition: prefix, suffix, ``not``, most CESQL) are evaluated.
+attribute, CESQL ``attr = 'text'`` conjuncts, and ``data.a.b = 'text'`` ones, filed under
+``data.a.b`` and looked up in the event's JSON data). The index picks attributes greedily, the
+one that covers the most remaining triggers first (ties: the one with more distinct values, i.e.
+the more selective), and files each trigger under its values for that attribute. An event then
+looks up its own value of each chosen attribute (usually just ``type``), and only those candidates
+and the residual triggers (no usable condition: prefix, suffix, ``not``, most CESQL) are evaluated.
 
 The hints are necessary conditions only; every candidate's whole filter still decides, so
 ``match`` returns exactly ``[k for k, f in entries if f.matches(event)]``.
@@ -19,7 +20,13 @@ from collections.abc import Iterable
 from typing import Generic, TypeVar
 
 from chalicelib.core.cloudevents.event import CloudEvent
-from chalicelib.core.filtering.filters import Filter, Hints, attribute_text, index_hints
+from chalicelib.core.filtering.filters import (
+    Filter,
+    Hints,
+    attribute_text,
+    hint_text,
+    index_hints,
+)
 
 K = TypeVar("K")
 
@@ -66,7 +73,7 @@ class TriggerIndex(Generic[K]):
         attrs = event.attributes
         sources = [self._residual] if self._residual else []
         for name, table in self._tables:
-            text = attribute_text(attrs, name)
+            text = hint_text(event, name) if "." in name else attribute_text(attrs, name)
             if text is not None:
                 bucket = table.get(text)
                 if bucket:

@@ -25,8 +25,9 @@ from typing import Any, Final, Protocol
 
 from chalicelib.core.cloudevents.event import CloudEvent
 from chalicelib.core.errors import Problem, ValidationError
-from chalicelib.core.filtering import cesql
+from chalicelib.core.filtering import cesql, event_pattern
 from chalicelib.core.filtering.cesql import nodes
+from chalicelib.core.filtering.event_data import data_text
 
 Hints = Mapping[str, frozenset[str]]
 """A necessary condition for a match: for each key, the attribute's text must be in the set."""
@@ -34,7 +35,7 @@ Hints = Mapping[str, frozenset[str]]
 NO_HINTS: Final[Hints] = {}
 
 KEY_PATTERN: Final = re.compile(r"[a-z][a-z0-9]*", re.ASCII)
-DIALECTS: Final = ("exact", "prefix", "suffix", "all", "any", "not", "cesql")
+DIALECTS: Final = ("exact", "prefix", "suffix", "all", "any", "not", "cesql", "eventPattern")
 MAX_NESTING: Final = 32
 
 _ALIASES: Final = {"schemaurl": "dataschema", "dataschema": "schemaurl"}
@@ -216,6 +217,18 @@ def _any_hints(parts: Sequence[Hints]) -> Hints:
     return {name: frozenset().union(*(hints[name] for hints in parts)) for name in common}
 
 
+# A ``data.a.b`` path is named ``data.a.b`` in hints: the index reads it with ``hint_text``.
+_NAMED = (nodes.Attribute, nodes.DataPath)
+
+
+def hint_text(event: CloudEvent, name: str) -> str | None:
+    """The text an index files ``name`` under: an attribute's, or (``data.a.b``) the JSON data's
+    value as an exact CESQL term compares it. Attribute names have no dots."""
+    if name.startswith("data."):
+        return data_text(event, name)
+    return attribute_text(event.attributes, name)
+
+
 def _cesql_hints(node: nodes.Node) -> Hints:
     """Exact-match conditions implied by a true, error-free CESQL result. Only shapes whose
     implicit casts are understood: ``attr = 'text'`` casts the attribute to String, so its text
@@ -228,14 +241,14 @@ def _cesql_hints(node: nodes.Node) -> Hints:
             return _any_hints([_cesql_hints(node.left), _cesql_hints(node.right)])
         if node.op == "=":
             left, right = node.left, node.right
-            if isinstance(left, nodes.Attribute) and _is_text(right):
+            if isinstance(left, _NAMED) and _is_text(right):
                 return {left.name: frozenset((str(_constant(right)),))}
-            if isinstance(right, nodes.Attribute) and _is_text(left):
+            if isinstance(right, _NAMED) and _is_text(left):
                 return {right.name: _readings([_constant(left)])}
     if (
         isinstance(node, nodes.In)
         and not node.negated
-        and isinstance(node.operand, nodes.Attribute)
+        and isinstance(node.operand, _NAMED)
         and all(_is_text(item) for item in node.items)
     ):
         return {node.operand.name: _readings([_constant(item) for item in node.items])}
@@ -340,6 +353,8 @@ def _check_element(element: object, path: str, depth: int, problems: list[Proble
             _check_list(value, where, depth, problems)
         elif dialect == "not":
             _check_element(value, where, depth + 1, problems)
+        elif dialect == "eventPattern":
+            event_pattern.check(value, where, problems)
         else:
             _check_cesql(value, where, problems)
 
@@ -420,4 +435,6 @@ def _build(element: Mapping[str, Any]) -> Filter:
         return AnyFilter(tuple(_build(e) for e in value))
     if dialect == "not":
         return NotFilter(_build(value))
+    if dialect == "eventPattern":
+        return event_pattern.compile_pattern(value)
     return CesqlFilter(cesql.parse(value))

@@ -9,6 +9,15 @@ filter, an expression matches only when the value is ``True`` and the error list
 
 Identifiers address the event's attributes by name, exactly as the event carries them (no
 ``schemaurl``/``dataschema`` aliasing: that is a quirk of Knative's attribute filters only).
+
+Extension (not in CESQL v1; docs/filters.md): ``data.a.b`` reads the event's JSON data
+(``event_data``: structured JSON data, or bytes whose ``datacontenttype`` is JSON). Member names
+are word characters and case-sensitive; an all-digit member also indexes an array
+(``data.items.0.sku``). Typing follows CESQL's own: a JSON string is a String, a boolean a
+Boolean, a whole number within 32 bits an Integer; anything else (null, objects, arrays, other
+numbers) is a CastError, and a missing member, or no JSON data, a MissingAttributeError, so such
+a term simply does not match. ``EXISTS data.a.b`` is true when the member is there (null too).
+Exact terms ``data.a.b = 'text'`` and ``data.a.b IN (...)`` feed the trigger index.
 """
 
 from __future__ import annotations
@@ -27,8 +36,8 @@ from chalicelib.core.filtering.cesql.errors import (
     MissingAttributeError,
     MissingFunctionError,
 )
-from chalicelib.core.filtering.cesql.evaluator import Compiled, compile_tree
-from chalicelib.core.filtering.cesql.nodes import Node
+from chalicelib.core.filtering.cesql.evaluator import Compiled, EventView, compile_tree
+from chalicelib.core.filtering.cesql.nodes import DataPath, Exists, Node
 from chalicelib.core.filtering.cesql.parser import parse_tree
 
 
@@ -39,19 +48,32 @@ class Expression:
     source: str
     tree: Node
     _run: Compiled = field(repr=False, compare=False)
+    reads_data: bool = False
 
     def evaluate(self, event: CloudEvent) -> tuple[Any, list[CesqlError]]:
         errors: list[CesqlError] = []
-        return self._run(event.attributes, errors), errors
+        attrs = EventView(event) if self.reads_data else event.attributes
+        return self._run(attrs, errors), errors
 
     def matches(self, event: CloudEvent) -> bool:
         errors: list[CesqlError] = []
-        return self._run(event.attributes, errors) is True and not errors
+        attrs = EventView(event) if self.reads_data else event.attributes
+        return self._run(attrs, errors) is True and not errors
 
 
 def parse(expression: str) -> Expression:
     tree = parse_tree(expression)
-    return Expression(expression, tree, compile_tree(tree))
+    return Expression(expression, tree, compile_tree(tree), _reads_data(tree))
+
+
+def _reads_data(node: object) -> bool:
+    if isinstance(node, DataPath) or (isinstance(node, Exists) and node.path is not None):
+        return True
+    if isinstance(node, (tuple, list)):
+        return any(_reads_data(item) for item in node)
+    if isinstance(node, Node):
+        return any(_reads_data(getattr(node, name)) for name in node.__slots__)
+    return False
 
 
 def evaluate(expr: Expression, event: CloudEvent) -> tuple[Any, list[CesqlError]]:

@@ -14,9 +14,10 @@ Error semantics (spec §3.2, §3.3, and pinned by the TCK):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from chalicelib.core.cloudevents.event import ABSENT, CloudEvent
 from chalicelib.core.filtering.cesql.casting import (
     BOOLEAN,
     INTEGER,
@@ -32,6 +33,7 @@ from chalicelib.core.filtering.cesql.casting import (
     zero,
 )
 from chalicelib.core.filtering.cesql.errors import (
+    CastError,
     CesqlError,
     MathError,
     MissingAttributeError,
@@ -43,12 +45,14 @@ from chalicelib.core.filtering.cesql.nodes import (
     Binary,
     Call,
     Constant,
+    DataPath,
     Exists,
     In,
     Like,
     Node,
     Unary,
 )
+from chalicelib.core.filtering.event_data import data_at, integral
 
 Attributes = Mapping[str, Any]
 Compiled = Callable[[Attributes, list[CesqlError]], Value]
@@ -59,8 +63,10 @@ def compile_tree(node: Node) -> Compiled:
         return _constant(node.value)
     if isinstance(node, Attribute):
         return _attribute(node.name)
+    if isinstance(node, DataPath):
+        return _data(node.path, node.name)
     if isinstance(node, Exists):
-        return _exists(node.name)
+        return _data_exists(node.path) if node.path is not None else _exists(node.name)
     if isinstance(node, Unary):
         return _unary(node.op, compile_tree(node.operand))
     if isinstance(node, Binary):
@@ -90,6 +96,58 @@ def _attribute(name: str) -> Compiled:
         return value if type(value) is str else from_attribute(value)
 
     return attribute
+
+
+class EventView(Mapping[str, Any]):
+    """An event's attributes that also carry the event, for expressions that read ``data.``
+    paths (the others get the plain attribute mapping: nothing changes on their path)."""
+
+    __slots__ = ("_attrs", "event")
+
+    def __init__(self, event: CloudEvent) -> None:
+        self.event = event
+        self._attrs = event.attributes
+
+    def __getitem__(self, name: str) -> Any:
+        return self._attrs[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._attrs)
+
+    def __len__(self) -> int:
+        return len(self._attrs)
+
+
+def _read_data(attrs: Attributes, path: tuple[str, ...]) -> Any:
+    return data_at(attrs.event, path) if isinstance(attrs, EventView) else ABSENT
+
+
+def _data(path: tuple[str, ...], name: str) -> Compiled:
+    # Typed as CESQL types its attributes' JSON values: a string is a String, a boolean a
+    # Boolean, a number an Integer when it is whole and within 32 bits. Missing (or no JSON data
+    # at all) is a MissingAttributeError, like a missing attribute: the term does not match.
+    def data(attrs: Attributes, errors: list[CesqlError]) -> Value:
+        value = _read_data(attrs, path)
+        if value is ABSENT:
+            errors.append(MissingAttributeError(f"the event has no JSON data at {name}"))
+            return False
+        if isinstance(value, (str, bool)):
+            return value
+        number = integral(value)
+        if number is None:
+            what = "null" if value is None else type(value).__name__
+            errors.append(CastError(f"{name} is {what}, not a String, Integer or Boolean"))
+            return False
+        return number
+
+    return data
+
+
+def _data_exists(path: tuple[str, ...]) -> Compiled:
+    def exists(attrs: Attributes, errors: list[CesqlError]) -> Value:
+        return _read_data(attrs, path) is not ABSENT
+
+    return exists
 
 
 def _exists(name: str) -> Compiled:
@@ -290,4 +348,4 @@ def _call(name: str, args: Sequence[Compiled]) -> Compiled:
     return call
 
 
-__all__ = ["BOOLEAN", "INTEGER", "STRING", "Compiled", "compile_tree"]
+__all__ = ["BOOLEAN", "INTEGER", "STRING", "Compiled", "EventView", "compile_tree"]

@@ -19,6 +19,7 @@ class Kind(Enum):
     INT = "integer"
     STRING = "string"
     IDENT = "identifier"
+    DATA = "data path"
     FUNC = "function name"
     KEYWORD = "keyword"
     OP = "operator"
@@ -34,6 +35,7 @@ _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 _LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _DIGITS = frozenset("0123456789")
 _SPACE = frozenset(" \t\r\n")
+MAX_PATH_SEGMENTS = 32
 _TWO_CHAR_OPS = frozenset({"!=", "<>", "<=", ">="})
 _ONE_CHAR_OPS = frozenset("=<>+-*/%")
 
@@ -126,10 +128,31 @@ def _word(source: str, start: int, tokens: list[Token]) -> int:
                 f"integer literal {word[:20]}... is outside the 32-bit signed range", start + 1
             )
         tokens.append(Token(Kind.INT, word, int(word), start + 1))
+    elif upper == "DATA" and i < n and source[i] == ".":
+        return _data_path(source, start, i, tokens)
     elif "_" in word:
         raise CesqlParseError(
             f"invalid identifier {word!r} (attribute names are letters and digits)", start + 1
         )
     else:
         tokens.append(Token(Kind.IDENT, word.lower(), None, start + 1))
+    return i
+
+
+def _data_path(source: str, start: int, i: int, tokens: list[Token]) -> int:
+    """``data.a.b``: member names keep their case (JSON is case-sensitive); a segment of digits
+    also indexes an array. Segments are word characters (letters, digits, ``_``)."""
+    segments: list[str] = []
+    n = len(source)
+    while i < n and source[i] == ".":
+        j = i + 1
+        while j < n and source[j] in _WORD_CHARS:
+            j += 1
+        if j == i + 1:
+            raise CesqlParseError("expected a member name after '.'", i + 2)
+        segments.append(source[i + 1 : j])
+        i = j
+    if len(segments) > MAX_PATH_SEGMENTS:
+        raise CesqlParseError(f"a data path has at most {MAX_PATH_SEGMENTS} members", start + 1)
+    tokens.append(Token(Kind.DATA, source[start:i], tuple(segments), start + 1))
     return i

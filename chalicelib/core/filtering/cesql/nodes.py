@@ -27,6 +27,18 @@ class Attribute(Node):
 @dataclass(frozen=True, slots=True)
 class Exists(Node):
     name: str
+    path: tuple[str, ...] | None = None  # EXISTS data.a.b: the members under data
+
+
+@dataclass(frozen=True, slots=True)
+class DataPath(Node):
+    """``data.a.b``: a value read from the event's JSON data (our extension, docs/filters.md)."""
+
+    path: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return "data." + ".".join(self.path)
 
 
 @dataclass(frozen=True, slots=True)

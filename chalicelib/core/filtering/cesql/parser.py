@@ -19,6 +19,7 @@ from chalicelib.core.filtering.cesql.nodes import (
     Binary,
     Call,
     Constant,
+    DataPath,
     Exists,
     In,
     Like,
@@ -235,6 +236,10 @@ class _Parser:
             return Unary(tok.position, "NOT", self._unary())
         if tok.kind is Kind.KEYWORD and tok.text == "EXISTS":
             self._next()
+            if self._is(Kind.DATA):
+                path = self._next().value
+                assert isinstance(path, tuple)
+                return Exists(tok.position, "data", path)
             name = self._expect(Kind.IDENT, "an attribute name after EXISTS")
             return Exists(tok.position, name.text)
         if tok.kind is Kind.OP and tok.text in ("-", "+"):
@@ -267,6 +272,9 @@ class _Parser:
             return Constant(tok.position, tok.text == "TRUE")
         if tok.kind is Kind.IDENT:
             return Attribute(tok.position, tok.text)
+        if tok.kind is Kind.DATA:
+            assert isinstance(tok.value, tuple)
+            return DataPath(tok.position, tok.value)
         if tok.kind is Kind.FUNC:
             return Call(tok.position, tok.text, self._arguments())
         if tok.kind is Kind.LPAREN:
