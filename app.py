@@ -236,8 +236,10 @@ _broker_scoped_routes("replays", lambda: get_container().replays)
 
 
 # Nothing is created, so not a resource: DESIGN.md's ``triggers:test`` (a custom method in the
-# style of Google's AIP-136). API Gateway's resource path parts allow only a-zA-Z0-9._- and
-# braces, so deployed the call is ``triggers-test``; local mode serves both spellings.
+# style of Google's AIP-136). Whether API Gateway takes a colon in a path part could not be
+# checked here (its older error text names only a-zA-Z0-9._- and braces; later reports say REST
+# APIs accept it), and one refused route fails the whole deploy: deployed, the call is
+# ``triggers-test``; local mode serves both spellings.
 def test_filter(namespace: str) -> Response:
     return json_response(get_container().filter_test.run(namespace, _json_body()))
 
