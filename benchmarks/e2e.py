@@ -335,6 +335,13 @@ def measure_dedup_calls() -> tuple[dict[str, float], str]:
     """AWS calls per accepted event at ingress, for one broker without a dedup window and one
     with (``serverless-broker/dedup-window: PT5M``), each with one trigger: batches of 10 fresh
     events, batches of 10 with 5 repeats, and single-event POSTs. Counted, not timed."""
+    # A second runtime in this process (after measure_calls): the first one left its embedded
+    # endpoint in AWS_ENDPOINT_URL (which would read as an external one) and in the cached
+    # container's clients; that endpoint is gone.
+    from chalicelib import container
+
+    os.environ.pop("AWS_ENDPOINT_URL", None)
+    container._from_env.cache_clear()
     opts = DevOptions(port=free_port(), aws_port=free_port(), reconcile_interval=3600)
     runtime = LocalRuntime(opts, say=lambda line: None)
     assert runtime.start() == 0, "the local runtime did not start"

@@ -230,6 +230,11 @@ class LocalRuntime:
         self.container = container = get_container()
         settings = container.settings
         bootstrap(settings, container.clients, say=say)
+        # Stopped after everything that archives, before the endpoint: the last second of
+        # archive records is written while the endpoint still answers.
+        from chalicelib.services import archiver
+
+        self._stack.append(archiver.flush_all)
 
         sources = SqsEventSources(
             container.clients,

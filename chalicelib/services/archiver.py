@@ -7,6 +7,7 @@ import atexit
 import json
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 
 from chalicelib import logs
@@ -34,6 +35,15 @@ MAX_BUFFERED = 10_000  # past this (the archive is slow or down) writers flush t
 # What a container carries when Lambda reclaims it without another invocation is lost, uncounted
 # (analytics only, never events: docs/cost.md says how much and how to see it).
 CARRY_BYTES = 1024 * 1024
+# Archivers holding records for later: the local runtime writes them all before it stops its
+# embedded endpoint (at exit would be too late: the endpoint is gone by then).
+_holding: weakref.WeakSet[Archiver] = weakref.WeakSet()
+
+
+def flush_all() -> None:
+    """Write what every archiver holds now (the local runtime calls it as it stops)."""
+    for archiver in list(_holding):
+        archiver.flush()
 
 
 class Archiver:
@@ -76,6 +86,7 @@ class Archiver:
                 self._flusher = threading.Thread(target=self._run, name="archive", daemon=True)
                 self._flusher.start()
                 atexit.register(self.flush)
+                _holding.add(self)
             if len(self._buffer) >= FLUSH_RECORDS:
                 self._wake.notify()
             overflow = len(self._buffer) >= MAX_BUFFERED
@@ -96,6 +107,7 @@ class Archiver:
             if not self._at_exit and not due:  # a process that ends cleanly writes them
                 self._at_exit = True
                 atexit.register(self.flush)
+                _holding.add(self)
         return self.flush() if due else True
 
     def flush(self) -> bool:

@@ -7,7 +7,7 @@ import json
 
 from chalicelib.adapters.firehose_archive import MAX_RECORD_BYTES, pack
 from chalicelib.config import Settings
-from chalicelib.services.archiver import CARRY_BYTES, FLUSH_RECORDS, Archiver
+from chalicelib.services.archiver import CARRY_BYTES, FLUSH_RECORDS, Archiver, flush_all
 from chalicelib.services.metrics import Metrics
 from tests.fakes import MemoryArchive
 
@@ -96,3 +96,16 @@ def test_pack_keeps_a_line_without_newline_apart_and_a_big_line_alone() -> None:
     assert pack([b"a\n", b"b", b"c\n"]) == [b"a\nb", b"c\n"]
     assert pack([b"a\n", big, b"c\n"], limit=4000) == [b"a\n", big, b"c\n"]
     assert len(pack([b"z" * (MAX_RECORD_BYTES // 2) + b"\n"] * 2)) == 2
+
+
+def test_flush_all_writes_what_every_holding_archiver_holds() -> None:
+    """What the local runtime calls as it stops, before its embedded endpoint goes: the records
+    a batching (background window) or carrying archiver holds are written, not left to exit."""
+    batching_sink, carrying_sink = MemoryArchive(), MemoryArchive()
+    batching = Archiver(batching_sink, Metrics(enabled=True), "ingress", batch_seconds=3600)
+    carrying = Archiver(carrying_sink, Metrics(enabled=True), "delivery", carry_seconds=3600)
+    assert batching.write([b'{"a":1}\n']) and carrying.write([b'{"b":2}\n'])
+    assert batching_sink.records == [] and carrying_sink.records == []
+    flush_all()
+    assert batching_sink.records == [b'{"a":1}\n']
+    assert carrying_sink.records == [b'{"b":2}\n']
