@@ -63,7 +63,8 @@ def tail_entry(record: dict[str, Any]) -> dict[str, Any] | None:
             "latencyMs": record.get("latency_ms"),
         }
     if kind in ("accepted", "rejected", "duplicate"):
-        event = record.get("event") if isinstance(record.get("event"), dict) else {}
+        found = record.get("event")
+        event: dict[str, Any] = found if isinstance(found, dict) else {}
         return {
             "kind": kind,
             "at": record.get("at"),
@@ -78,15 +79,17 @@ def tail_entry(record: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-@dataclass
+@dataclass(eq=False)  # each page is its own subscriber
 class Subscriber:
     broker: str | None
     trigger: str | None
     namespace: str | None
-    entries: queue.Queue[dict[str, Any] | None] = field(
-        default_factory=lambda: queue.Queue(QUEUE_SIZE)
-    )
+    limit: int = QUEUE_SIZE
     dropped: bool = False
+    entries: queue.Queue[dict[str, Any] | None] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.entries = queue.Queue(self.limit)
 
     def wants(self, entry: dict[str, Any]) -> bool:
         return (
@@ -97,7 +100,13 @@ class Subscriber:
 
 
 class TailHub:
-    def __init__(self, ring_size: int = RING_SIZE, max_subscribers: int = MAX_SUBSCRIBERS) -> None:
+    def __init__(
+        self,
+        ring_size: int = RING_SIZE,
+        max_subscribers: int = MAX_SUBSCRIBERS,
+        queue_size: int = QUEUE_SIZE,
+    ) -> None:
+        self._queue_size = queue_size
         self._lock = threading.Lock()
         self._ring: collections.deque[dict[str, Any]] = collections.deque(maxlen=ring_size)
         self._subscribers: list[Subscriber] = []
@@ -110,6 +119,7 @@ class TailHub:
     def publish(self, entry: dict[str, Any]) -> None:
         with self._lock:
             self.published += 1
+            entry["seq"] = self.published  # the SSE id: a reconnecting page resumes after it
             self._ring.append(entry)
             if entry["kind"] in ("delivered", "retried", "dead-lettered"):
                 key = f"{entry['namespace']}/{entry['broker']}/{entry['triggers'][0]}"
@@ -134,18 +144,19 @@ class TailHub:
         self._subscribers.remove(sub)
         sub.dropped = True
         self.dropped += 1
-        log.warning("console: a live tail fell %d entries behind and was dropped", QUEUE_SIZE)
+        log.warning("console: a live tail fell %d entries behind and was dropped", sub.limit)
 
     def subscribe(
-        self, namespace: str | None, broker: str | None, trigger: str | None
+        self, namespace: str | None, broker: str | None, trigger: str | None, after: int = 0
     ) -> tuple[Subscriber, list[dict[str, Any]]] | None:
-        """A new subscriber and the ring's entries it wants, or None when there are too many."""
+        """A new subscriber and the ring's entries it wants (those after sequence number
+        ``after``), or None when there are too many."""
         with self._lock:
             if len(self._subscribers) >= self._max:
                 return None
-            sub = Subscriber(broker, trigger, namespace)
+            sub = Subscriber(broker, trigger, namespace, self._queue_size)
             self._subscribers.append(sub)
-            return sub, [e for e in self._ring if sub.wants(e)]
+            return sub, [e for e in self._ring if e["seq"] > after and sub.wants(e)]
 
     def unsubscribe(self, sub: Subscriber) -> None:
         with self._lock:
@@ -254,8 +265,10 @@ class Console:
             handler.wfile.write(body)
 
     def _tail(self, handler: Any, query: dict[str, list[str]]) -> None:
+        last = (handler.headers.get("last-event-id") or "").strip()
+        after = int(last) if last.isascii() and last.isdigit() and len(last) < 16 else 0
         got = self.hub.subscribe(
-            _param(query, "namespace"), _param(query, "broker"), _param(query, "trigger")
+            _param(query, "namespace"), _param(query, "broker"), _param(query, "trigger"), after
         )
         if got is None:
             self._send(handler, 503, "text/plain", b"too many live tails open\n")
@@ -267,13 +280,13 @@ class Console:
             handler.send_header("Content-Type", "text/event-stream")
             handler.send_header("Cache-Control", "no-store")
             handler.end_headers()
-            for entry in backlog:
-                handler.wfile.write(_sse(entry))
+            for old in backlog:
+                handler.wfile.write(_sse(old))
             handler.wfile.flush()
             idle = 0.0
             while not self._stopping.is_set() and not sub.dropped:
                 try:
-                    entry = sub.entries.get(timeout=1.0)
+                    entry: dict[str, Any] | None = sub.entries.get(timeout=1.0)
                 except queue.Empty:
                     idle += 1.0
                     if idle >= KEEPALIVE_SECONDS:  # a closed page is noticed by this write
@@ -295,4 +308,4 @@ class Console:
 
 
 def _sse(entry: dict[str, Any]) -> bytes:
-    return b"event: entry\ndata: " + json.dumps(entry).encode() + b"\n\n"
+    return b"id: %d\nevent: entry\ndata: %s\n\n" % (entry["seq"], json.dumps(entry).encode())

@@ -196,16 +196,18 @@ function decoded(item) {
 async function dlqAction(method, suffix, what) {
   try {
     const r = await api(method, dlqPath() + suffix);
-    $("dlq-result").textContent = `${what}: ${JSON.stringify(r)}`;
     $("dead-letter").textContent = "";
     await loadDlq();
+    $("dlq-result").textContent = `${what}: ${JSON.stringify(r)}`;
   } catch (e) {
     $("dlq-result").textContent = String(e.message || e);
   }
 }
 
 function openTail() {
+  // A new stream replays the server's recent entries: start the table afresh.
   if (tail) tail.close();
+  $("tail-entries").tBodies[0].replaceChildren();
   const q = new URLSearchParams({ namespace: $("namespace").value.trim() || "default" });
   const b = $("tail-broker").value.trim();
   const t = $("tail-trigger").value.trim();
