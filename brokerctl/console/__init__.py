@@ -223,8 +223,8 @@ def _param(query: dict[str, list[str]], name: str) -> str | None:
 class Console:
     """Answers ``/ui`` requests on the local runtime's HTTP server (brokerctl/http_server.py)."""
 
-    def __init__(self, hub: TailHub) -> None:
-        self.hub = hub
+    def __init__(self, hub: TailHub | None) -> None:
+        self.hub = hub  # None: no tail here (the signing proxy for a deployed API)
         self._stopping = threading.Event()
 
     def handles(self, path: str) -> bool:
@@ -236,10 +236,14 @@ class Console:
         name = parts.path.removeprefix("/ui").lstrip("/") or "index.html"
         if handler.command not in ("GET", "HEAD"):
             self._send(handler, 405, "text/plain", b"method not allowed\n")
+        elif name == "events" and self.hub is None:
+            # 204 tells an EventSource not to reconnect: the page says the tail is unavailable.
+            self._send(handler, 204, "text/plain", b"")
         elif name == "events":
             self._tail(handler, parse_qs(parts.query))
         elif name == "stats":
-            body = json.dumps(self.hub.snapshot()).encode()
+            snapshot = self.hub.snapshot() if self.hub else {"tail": "unavailable", "triggers": {}}
+            body = json.dumps(snapshot).encode()
             self._send(handler, 200, "application/json", body)
         elif name in STATIC:
             body = resources.files(__package__).joinpath("static", name).read_bytes()
@@ -252,7 +256,8 @@ class Console:
 
     def stop(self) -> None:
         self._stopping.set()
-        self.hub.close()
+        if self.hub is not None:
+            self.hub.close()
 
     @staticmethod
     def _send(handler: Any, status: int, kind: str, body: bytes) -> None:
@@ -265,6 +270,7 @@ class Console:
             handler.wfile.write(body)
 
     def _tail(self, handler: Any, query: dict[str, list[str]]) -> None:
+        assert self.hub is not None
         last = (handler.headers.get("last-event-id") or "").strip()
         after = int(last) if last.isascii() and last.isdigit() and len(last) < 16 else 0
         got = self.hub.subscribe(

@@ -165,3 +165,35 @@ def test_static_pages_are_served_and_nothing_else(served: tuple[str, Console]) -
     )
     assert httpx.get(f"{url}/ui/../app.py", timeout=5).status_code == 404
     assert httpx.post(f"{url}/ui/events", timeout=5).status_code == 405
+
+
+def test_proxy_for_a_deployed_api_signs_calls_and_has_no_tail() -> None:
+    from botocore.credentials import Credentials
+
+    from brokerctl.client import resolve_target
+    from brokerctl.console.proxy import ConsoleProxy
+
+    seen: list[httpx.Request] = []
+
+    def api(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"items": []})
+
+    target = resolve_target("https://abc123.execute-api.eu-west-1.amazonaws.com/api", None)
+    proxy = ConsoleProxy(
+        target, "127.0.0.1", free_port(), Credentials("AKIDEXAMPLE", "secret"),
+        httpx.MockTransport(api),
+    ).start()  # fmt: skip
+    try:
+        path = "/apis/eventing.knative.dev/v1/namespaces/default/triggers"
+        r = httpx.get(f"{proxy.url}{path}", timeout=5)
+        assert r.status_code == 200 and r.json() == {"items": []}
+        (request,) = seen
+        assert str(request.url) == f"{target.url}{path}"  # the stage kept
+        assert request.headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKID")
+        assert "/eu-west-1/execute-api/" in request.headers["authorization"]
+        assert httpx.get(f"{proxy.url}/ui", timeout=5).status_code == 200
+        assert httpx.get(f"{proxy.url}/ui/events", timeout=5).status_code == 204
+        assert len(seen) == 1  # the page's own files are never fetched from the API
+    finally:
+        proxy.stop()

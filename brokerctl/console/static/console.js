@@ -215,7 +215,10 @@ function openTail() {
   if (t) q.set("trigger", t);
   tail = new EventSource(`/ui/events?${q}`);
   tail.addEventListener("open", () => { $("tail-state").textContent = "live"; });
-  tail.addEventListener("error", () => { $("tail-state").textContent = "reconnecting…"; });
+  tail.addEventListener("error", () => {
+    $("tail-state").textContent = tail.readyState === EventSource.CLOSED
+      ? "live tail unavailable here (deployed: docs/console.md)" : "reconnecting…";
+  });
   tail.addEventListener("dropped", () => {
     $("tail-state").textContent = "fell behind: dropped by the server, reconnecting";
   });
