@@ -1,7 +1,7 @@
 """The console (docs/console.md) in Debian's headless Chromium through Playwright, on the local
 runtime: a trigger created with the form, an event seen delivered in the live tail, a failing one
 seen dead-lettered, inspected in the DLQ view with its knativeerror* extensions, redriven with the
-subscriber healthy again and seen delivered."""
+subscriber healthy again and seen delivered; then the trigger edited with the form."""
 
 from __future__ import annotations
 
@@ -125,6 +125,15 @@ def test_console_trigger_tail_dead_letter_redrive(broker: LocalBroker, tmp_path:
             f"#tail-entries tr[data-kind=delivered][data-id={bad_id}]", timeout=TIMEOUT_MS
         )
         assert sink.wait_for(lambda got: any(bad_id in str(g.headers) for g in got), 5)
+        # Edited with the form: its filter no longer matches the sample event; saved.
+        page.click("#triggers tr[data-trigger=orders] >> text=Edit")
+        assert form.locator("[name=subscriber]").input_value() == sink.url
+        form.locator("[name=filter]").fill('{"type": "console.other"}')
+        page.click("#test-filter")
+        page.wait_for_selector("#test-result >> text=not matched")
+        page.click("#save-trigger")
+        page.wait_for_selector("#triggers tr[data-trigger=orders] >> text=console.other")
+
         page.click("#refresh")
         page.wait_for_selector("#chart-area svg")
         page.screenshot(path=str(tmp_path / "console.png"), full_page=True)
