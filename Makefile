@@ -22,7 +22,7 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 
 install: $(STAMP)
 
-# The metrics report test opens the HTML report in Debian's headless Chromium.
+# The metrics report test and the console test (Playwright) use Debian's headless Chromium.
 CHROMIUM := /usr/bin/chromium
 $(CHROMIUM):
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \

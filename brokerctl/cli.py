@@ -46,6 +46,40 @@ def _event_display(args: argparse.Namespace) -> int:
     return run_event_display(args.host, args.port, quiet=args.quiet)
 
 
+def _console(args: argparse.Namespace) -> int:
+    import sys
+    import threading
+
+    from brokerctl.client import CliError, resolve_target
+    from brokerctl.console.proxy import ConsoleProxy
+
+    try:
+        target = resolve_target(args.url, args.namespace, args.sigv4)
+        proxy = ConsoleProxy(target, args.host, args.port).start()
+    except (CliError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"console for {target.url}: {proxy.url}/ui (Ctrl-C stops)", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        proxy.stop()
+    return 0
+
+
+def add_console_parser(sub: Any) -> None:
+    console = sub.add_parser(
+        "console",
+        parents=[connection_options()],
+        help="serve the console for a deployed API, its calls signed (docs/console.md)",
+    )
+    console.add_argument("--host", default="127.0.0.1")
+    console.add_argument("--port", type=int, default=8090)
+    console.set_defaults(func=_console)
+
+
 def add_dev_parser(sub: Any) -> None:
     dev = sub.add_parser("dev", help="run the broker in local mode (embedded AWS endpoint)")
     dev.add_argument("--host", default="127.0.0.1")
@@ -109,4 +143,5 @@ def build_parser() -> argparse.ArgumentParser:
     add_registry_parser(sub)
     add_dev_parser(sub)
     add_event_display_parser(sub)
+    add_console_parser(sub)
     return parser

@@ -193,6 +193,7 @@ class LocalRuntime:
         self.url = f"http://{opts.host}:{opts.port}"
         self.container: Any = None
         self.sources: Any = None
+        self.console: Any = None
         self._stack: list[Callable[[], None]] = []
 
     def start(self) -> int:
@@ -229,6 +230,12 @@ class LocalRuntime:
 
         self.container = container = get_container()
         settings = container.settings
+        # The console's live tail sees every archive record as it is written (docs/console.md).
+        from brokerctl.console import Console, TailHub, TappedArchive
+
+        self.console = Console(TailHub())
+        container.__dict__["archive"] = TappedArchive(container.archive, self.console.hub)
+        self._stack.append(self.console.stop)
         bootstrap(settings, container.clients, say=say)
         # Stopped after everything that archives, before the endpoint: the last second of
         # archive records is written while the endpoint still answers.
@@ -287,7 +294,7 @@ class LocalRuntime:
         replays = _ReplayLoop(container.replay_runner, say)
         replays.start()
         self._stack.append(replays.stop)
-        server = AppServer(chalice_app.app, opts.host, opts.port, say)
+        server = AppServer(chalice_app.app, opts.host, opts.port, say, console=self.console)
         server.start()
         self._stack.append(server.stop)
         _wait_healthy(server.url)

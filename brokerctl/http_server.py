@@ -27,6 +27,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _handle(self) -> None:
         started = time.perf_counter()
+        console = self.server.console
+        if console is not None and console.handles(self.path):
+            console.handle(self)  # local mode only: static pages and the live tail (SSE)
+            return
         length = _content_length(self.headers.get("content-length"))
         if isinstance(length, tuple):
             # What API Gateway refuses before any Lambda runs; the connection cannot be reused.
@@ -98,6 +102,7 @@ class _Server(ThreadingHTTPServer):
         super().__init__(address, _Handler)
         self.dispatch = dispatch
         self.log_line = log_line
+        self.console: Any = None  # brokerctl.console.Console, when the runtime serves /ui
 
 
 def _requests_per_thread(app: Any) -> None:
@@ -150,8 +155,16 @@ def chalice_dispatcher(
 
 
 class AppServer:
-    def __init__(self, app: Any, host: str, port: int, log_line: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        app: Any,
+        host: str,
+        port: int,
+        log_line: Callable[[str], None],
+        console: Any = None,
+    ) -> None:
         self._server = _Server((host, port), chalice_dispatcher(app), log_line)
+        self._server.console = console
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property

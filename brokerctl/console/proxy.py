@@ -1,0 +1,104 @@
+"""``brokerctl console``: the console's page on this machine for a deployed API (docs/console.md).
+
+A browser cannot sign its own calls with SigV4, and the deployed control plane is behind IAM: this
+serves ``/ui`` on loopback and forwards every other request to the API, signed with the caller's
+AWS credentials when the target says so (as brokerctl's own calls are). No live tail here (the
+page says so): API Gateway cannot stream, and the tail's source is the local runtime's archive
+tap."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+
+from brokerctl.client import SigV4Auth, Target, default_credentials
+from brokerctl.console import Console
+from brokerctl.http_server import MAX_BODY_BYTES
+
+# Request headers passed on to the API (the signature covers host and content-type).
+_FORWARDED = ("content-type", "accept", "if-match", "if-none-match")
+_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding"}
+
+
+class ConsoleProxy:
+    def __init__(
+        self,
+        target: Target,
+        host: str,
+        port: int,
+        credentials: Any = None,
+        transport: httpx.BaseTransport | None = None,
+        log_line: Callable[[str], None] = lambda _: None,
+    ) -> None:
+        auth: httpx.Auth | None = None
+        if target.sigv4:
+            assert target.region is not None
+            auth = SigV4Auth(credentials or default_credentials(), target.region)
+        http = httpx.Client(
+            base_url=target.url, auth=auth, transport=transport, timeout=30.0,
+            follow_redirects=False,
+        )  # fmt: skip
+        console = Console(None)
+        self._http = http
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                super().setup()
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+            def _handle(self) -> None:
+                if console.handles(self.path):
+                    console.handle(self)
+                    return
+                text = (self.headers.get("content-length") or "0").strip()
+                if not (text.isdigit() and int(text) <= MAX_BODY_BYTES):
+                    self.close_connection = True
+                    Console._send(self, 413, "text/plain", b"body too large\n")
+                    return
+                body = self.rfile.read(int(text)) if int(text) else b""
+                headers = {k: v for k, v in self.headers.items() if k.lower() in _FORWARDED}
+                try:
+                    r = http.request(self.command, self.path, content=body, headers=headers)
+                except httpx.HTTPError as exc:
+                    log_line(f"console proxy: {self.command} {self.path}: {exc}")
+                    Console._send(self, 502, "text/plain", f"API unreachable: {exc}\n".encode())
+                    return
+                self.send_response(r.status_code)
+                for name, value in r.headers.items():
+                    if name.lower() not in _HOP:
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(r.content)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(r.content)
+                log_line(f"{self.command} {self.path} -> {r.status_code}")
+
+            do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _handle
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return None
+
+        self._server = ThreadingHTTPServer((host, port), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def start(self) -> ConsoleProxy:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._http.close()
