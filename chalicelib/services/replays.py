@@ -17,8 +17,8 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -55,7 +55,7 @@ log = logs.get("replays")
 LIST_PAGE = 1000
 # The replay batch, the checkpoint unit: a crash re-sends at most this many events per trigger.
 BATCH_EVENTS = 100
-SEND_CONCURRENCY = 8  # SendMessageBatch calls in flight during a batch
+SEND_CONCURRENCY = 4  # SendMessageBatch calls in flight during a batch
 SQS_BATCH = 10  # entries per SendMessageBatch call
 
 
@@ -206,7 +206,7 @@ class ReplayRunner:
     ) -> None:
         self._replays = replays
         self._load = load_config
-        self._send_all = send  # Ingress.send_all: ingress's batches and retries
+        self._send_all = send  # ingress.send_in_batches: ingress's batches and retries
         self._claims = claims
         self._blobs = blobs
         self._listing = listing
