@@ -251,6 +251,32 @@ def test_a_crash_mid_way_loses_nothing_and_resends_at_most_one_batch() -> None:
     assert duplicates == 5
 
 
+def test_a_crash_re_sends_at_most_one_replay_batch_of_the_default_size() -> None:
+    h = harness()
+    store = _CrashingStore(crash_at=2)  # batch 1 checkpointed, batch 2 sent, then killed
+    h.store = store
+    h.container.store = store  # type: ignore[misc]
+    h.broker()
+    h.trigger("a")
+    start, _ = window()
+    _send(h, 250)
+    flush_archive(h)
+    drain(h, "a")
+    _, end = window()
+    put_replay(h, "r", start, end)
+    with pytest.raises(RuntimeError, match="killed"):
+        _runner(h, store, batch=BATCH_EVENTS).run("ns", "default", "r", 10.0)
+    stored = Resources(store, REPLAYS).require("ns", store_name("default", "r"))
+    assert stored.state["offset"] == BATCH_EVENTS
+    Resources(store, REPLAYS).put(
+        stored.resource, {**stored.state, "lease_until": ""}, stored.status, stored.version
+    )
+    assert _runner(h, store, batch=BATCH_EVENTS).run("ns", "default", "r", 10.0)
+    ids = _ids(drain(h, "a"))
+    assert sorted(set(ids)) == sorted(f"e{i}" for i in range(250))  # nothing lost
+    assert len(ids) - len(set(ids)) == BATCH_EVENTS  # one replay batch, sent again
+
+
 def test_a_crashed_runs_lease_keeps_other_runs_off_until_it_expires() -> None:
     h = harness()
     store = _CrashingStore(crash_at=1)
