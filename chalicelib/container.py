@@ -34,7 +34,7 @@ from chalicelib.services.delivery import Delivery, DeliveryParts
 from chalicelib.services.delivery_roles import DeadLetterSinks, Subscribers
 from chalicelib.services.event_types import EventTypeSample, MetricsEventTypes, metrics_fetcher
 from chalicelib.services.filter_test import FilterTest
-from chalicelib.services.ingress import Ingress
+from chalicelib.services.ingress import Ingress, send_in_batches
 from chalicelib.services.kafka_ingress import KafkaIngress, SourceIndex
 from chalicelib.services.kafka_sources import KafkaSourceHooks
 from chalicelib.services.metrics import Metrics
@@ -250,7 +250,9 @@ class Container:
         return ReplayRunner(
             self.replay_resources.resources,
             lambda ns, name: load_broker_config(self.store, prefix, ns, name),
-            self.ingress.send_all,
+            # Over the queues themselves, not ingress's SharedSends (one call in flight per
+            # queue): a replay batch's calls go side by side (docs/replay.md).
+            lambda queue, items: send_in_batches(self.queues, queue, items),
             self.claims,
             self.blobs,
             self.blob_listing,

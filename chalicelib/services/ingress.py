@@ -303,30 +303,7 @@ class Ingress:
         return event.replace_attributes({TTL_ATTRIBUTE: ttl, ARRIVAL_ATTRIBUTE: arrival})
 
     def _send_all(self, queue: str, items: list[tuple[str, str | None]]) -> None:
-        """Send in order, batch after batch (on a FIFO queue, the order of a group). A retried
-        entry keeps its deduplication id, so SQS FIFO keeps one copy if the first try landed."""
-        for batch in _batches(items):
-            pending = {
-                str(i): OutgoingMessage(
-                    str(i),
-                    body,
-                    group_id=group,
-                    dedup_id=None if group is None else ordering.body_dedup_id(body),
-                )
-                for i, (body, group) in enumerate(batch)
-            }
-            for _ in range(SEND_ATTEMPTS):
-                try:
-                    failed = self._queues.send_batch(queue, list(pending.values()))
-                except UnavailableError:
-                    failed = list(pending)
-                pending = {i: pending[i] for i in failed}
-                if not pending:
-                    break
-            if pending:
-                raise UnavailableError(
-                    f"could not store {len(pending)} event(s) in queue {queue}; retry the request"
-                )
+        send_in_batches(self._queues, queue, items)
 
     def send_all(self, queue: str, items: list[tuple[str, str | None]]) -> None:
         """What ingress does with one queue's messages (body, FIFO group), for replays
@@ -373,6 +350,35 @@ class Ingress:
 
 def _scope(config: BrokerConfig) -> str:
     return f"{config.namespace}/{config.name}"
+
+
+def send_in_batches(queues: QueueSender, queue: str, items: list[tuple[str, str | None]]) -> None:
+    """Send in order, batch after batch (on a FIFO queue, the order of a group). A retried
+    entry keeps its deduplication id, so SQS FIFO keeps one copy if the first try landed.
+    UnavailableError when some could not be stored. Ingress sends through SharedSends; the
+    replay runner calls this over the queues themselves, its own calls in flight side by side."""
+    for batch in _batches(items):
+        pending = {
+            str(i): OutgoingMessage(
+                str(i),
+                body,
+                group_id=group,
+                dedup_id=None if group is None else ordering.body_dedup_id(body),
+            )
+            for i, (body, group) in enumerate(batch)
+        }
+        for _ in range(SEND_ATTEMPTS):
+            try:
+                failed = queues.send_batch(queue, list(pending.values()))
+            except UnavailableError:
+                failed = list(pending)
+            pending = {i: pending[i] for i in failed}
+            if not pending:
+                break
+        if pending:
+            raise UnavailableError(
+                f"could not store {len(pending)} event(s) in queue {queue}; retry the request"
+            )
 
 
 def _batches(items: list[tuple[str, str | None]]) -> list[list[tuple[str, str | None]]]:

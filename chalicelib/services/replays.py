@@ -4,8 +4,11 @@ back into the chosen triggers' queues.
 The runner works in bounded runs (one Lambda invocation, or a turn of the local runtime's thread).
 A run takes the replay's lease, then repeats: read the next batch (≤ ``batch_events`` selected
 events, or the rest of an archive object), send it to the queues, checkpoint the position in the
-replay's stored state with optimistic versioning. A crash between a send and its checkpoint
-re-sends that one batch on the next run; nothing is skipped. A DELETE removes the replay: the
+replay's stored state with optimistic versioning. A batch's SendMessageBatch calls (10 messages
+each) run ``send_concurrency`` at a time: a standard queue's in any order, a FIFO queue's one
+after the other (its groups' order), different queues side by side; the checkpoint waits for all
+of them. A crash between a send and its checkpoint re-sends that one batch on the next run;
+nothing is skipped. A DELETE removes the replay: the
 next checkpoint finds it gone and the run stops.
 """
 
@@ -15,6 +18,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -49,7 +53,10 @@ from chalicelib.services.routing import BrokerConfig, Route
 log = logs.get("replays")
 
 LIST_PAGE = 1000
-BATCH_EVENTS = 10
+# The replay batch, the checkpoint unit: a crash re-sends at most this many events per trigger.
+BATCH_EVENTS = 100
+SEND_CONCURRENCY = 4  # SendMessageBatch calls in flight during a batch
+SQS_BATCH = 10  # entries per SendMessageBatch call
 
 
 class ReplayHooks(Hooks[rp.Replay]):
@@ -163,6 +170,7 @@ class RunnerOptions:
     # interval plus a margin; the local runtime's 1 s archive batching plus a margin).
     settle_seconds: float = 2.0
     batch_events: int = BATCH_EVENTS
+    send_concurrency: int = SEND_CONCURRENCY
     lease_seconds: float = 960.0  # longer than any run: a crashed run's lease expires after it
 
 
@@ -198,7 +206,7 @@ class ReplayRunner:
     ) -> None:
         self._replays = replays
         self._load = load_config
-        self._send_all = send  # Ingress.send_all: ingress's batches and retries
+        self._send_all = send  # ingress.send_in_batches: ingress's batches and retries
         self._claims = claims
         self._blobs = blobs
         self._listing = listing
@@ -208,6 +216,7 @@ class ReplayRunner:
         self._monotonic = monotonic
         self._owner = str(uuid.uuid4())
         self._work = threading.Event()
+        self._pool: ThreadPoolExecutor | None = None  # made at the first concurrent send
         self.unfinished = 0  # after the last run_pending: replays it left unfinished
 
     def wake(self) -> None:
@@ -482,16 +491,62 @@ class ReplayRunner:
                 per_queue.setdefault(route.queue, []).append((body, group))
         sent = 0
         dims = {"namespace": replay.namespace, "broker": replay.broker}
-        for queue, bodies in per_queue.items():
-            try:
-                self._send_all(queue, bodies)  # UnavailableError: no checkpoint, sent again
-            except NotFoundError:
+        for queue, count in self._send_queues(per_queue):
+            if count is None:
                 # The trigger was deleted during the replay: as at ingress, its events are dropped.
                 log.warning("replay %s: queue %s is gone (trigger deleted)", replay.name, queue)
                 continue
-            sent += len(bodies)
+            sent += count
         if missing:
             self._metrics.count("replay_missing_payload_count", dims, missing)
         if sent:
             self._metrics.count("replay_enqueued_count", dims, sent)
         return sent, missing
+
+    def _send_queues(
+        self, per_queue: dict[str, list[tuple[str, str | None]]]
+    ) -> list[tuple[str, int | None]]:
+        """Send every queue's messages; (queue, messages sent) or (queue, None) for a queue that
+        is gone. A standard queue's messages go in chunks of 10, ``send_concurrency`` calls in
+        flight; a FIFO queue's in one sequential task (its groups keep their order). Every call
+        ends before this returns; the first failure (UnavailableError: no checkpoint, the batch
+        is sent again) is raised then, so nothing is checkpointed past a failed send."""
+        tasks: list[tuple[str, list[tuple[str, str | None]]]] = []
+        for queue, bodies in per_queue.items():
+            if names.is_fifo(queue):
+                tasks.append((queue, bodies))
+            else:
+                tasks.extend(
+                    (queue, bodies[i : i + SQS_BATCH]) for i in range(0, len(bodies), SQS_BATCH)
+                )
+        if len(tasks) <= 1 or self._options.send_concurrency <= 1:
+            return [(queue, self._send_one(queue, bodies)) for queue, bodies in tasks]
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(
+                self._options.send_concurrency, thread_name_prefix="replay-send"
+            )
+        futures: list[tuple[str, Future[int | None]]] = [
+            (queue, self._pool.submit(self._send_one, queue, bodies)) for queue, bodies in tasks
+        ]
+        counts: dict[str, int | None] = {}
+        error: BaseException | None = None
+        for queue, future in futures:
+            try:
+                count = future.result()
+            except BaseException as exc:  # raised below, after every call has ended
+                error = error or exc
+                continue
+            if count is None or counts.get(queue, 0) is None:
+                counts[queue] = None
+            else:
+                counts[queue] = int(counts.get(queue) or 0) + count
+        if error is not None:
+            raise error
+        return list(counts.items())
+
+    def _send_one(self, queue: str, bodies: list[tuple[str, str | None]]) -> int | None:
+        try:
+            self._send_all(queue, bodies)  # UnavailableError: raised, no checkpoint
+        except NotFoundError:
+            return None
+        return len(bodies)

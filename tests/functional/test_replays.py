@@ -4,6 +4,8 @@ events read back by reference, resumption after a crash, time budgets and cancel
 from __future__ import annotations
 
 import json
+import threading
+import time
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -14,12 +16,17 @@ from chalicelib.core import names
 from chalicelib.core.clock import utcnow
 from chalicelib.core.cloudevents.sqs_message import decode_message
 from chalicelib.core.delivery import ordering
-from chalicelib.core.errors import ImmutableFieldError, NotFoundError, ValidationError
+from chalicelib.core.errors import (
+    ImmutableFieldError,
+    NotFoundError,
+    UnavailableError,
+    ValidationError,
+)
 from chalicelib.core.resources.replay import REPLAYS, store_name
 from chalicelib.core.resources.trigger import DELIVERY_ORDER_ANNOTATION
 from chalicelib.ports import HttpResponse
 from chalicelib.services.ingress import Ingress
-from chalicelib.services.replays import ReplayRunner, RunnerOptions
+from chalicelib.services.replays import BATCH_EVENTS, ReplayRunner, RunnerOptions
 from chalicelib.services.resources import Resources
 from chalicelib.services.routing import load_broker_config
 from tests.fakes import MemoryQueues, MemoryStore
@@ -67,7 +74,8 @@ def test_replay_sends_archived_events_to_matching_triggers_only_with_replayname(
     put_replay(h, "r1", start, end, triggers=["a", "b"])
     assert h.container.replay_runner.run("ns", "default", "r1", 10.0)
     got_a, got_b, got_c = drain(h, "a"), drain(h, "b"), drain(h, "c")
-    assert _ids(got_a) == [f"e{i}" for i in range(12)] + ["e100", "e101"]
+    # A standard queue's SendMessageBatch calls of one replay batch go side by side: any order.
+    assert sorted(_ids(got_a)) == sorted([f"e{i}" for i in range(12)] + ["e100", "e101"])
     assert _ids(got_b) == ["e100", "e101"]  # b's own filter still applies
     assert got_c == []  # not chosen: never hit, although its filter matches
     assert {m["event"]["replayname"] for m in got_a + got_b} == {"r1"}
@@ -187,7 +195,9 @@ class _CrashingStore(MemoryStore):
         return super().put(kind, namespace, name, doc, expected)
 
 
-def _runner(h: Harness, store: Any, batch: int = 10, queues: Any = None) -> ReplayRunner:
+def _runner(
+    h: Harness, store: Any, batch: int = 10, queues: Any = None, concurrency: int = 4
+) -> ReplayRunner:
     """A runner over ``store``, sending as ingress does to ``queues`` (default: the harness's)."""
     prefix = h.settings.queue_prefix
     c = h.container
@@ -201,7 +211,10 @@ def _runner(h: Harness, store: Any, batch: int = 10, queues: Any = None) -> Repl
         h.blobs,
         h.container.metrics,
         RunnerOptions(
-            archive_bucket=h.settings.archive_bucket, settle_seconds=0, batch_events=batch
+            archive_bucket=h.settings.archive_bucket,
+            settle_seconds=0,
+            batch_events=batch,
+            send_concurrency=concurrency,
         ),
     )
 
@@ -236,6 +249,32 @@ def test_a_crash_mid_way_loses_nothing_and_resends_at_most_one_batch() -> None:
     duplicates = len(ids) - len(set(ids))
     # Batches 10, 10, then the object's last 5: its checkpoint crashed, so it is sent again.
     assert duplicates == 5
+
+
+def test_a_crash_re_sends_at_most_one_replay_batch_of_the_default_size() -> None:
+    h = harness()
+    store = _CrashingStore(crash_at=2)  # batch 1 checkpointed, batch 2 sent, then killed
+    h.store = store
+    h.container.store = store  # type: ignore[misc]
+    h.broker()
+    h.trigger("a")
+    start, _ = window()
+    _send(h, 250)
+    flush_archive(h)
+    drain(h, "a")
+    _, end = window()
+    put_replay(h, "r", start, end)
+    with pytest.raises(RuntimeError, match="killed"):
+        _runner(h, store, batch=BATCH_EVENTS).run("ns", "default", "r", 10.0)
+    stored = Resources(store, REPLAYS).require("ns", store_name("default", "r"))
+    assert stored.state["offset"] == BATCH_EVENTS
+    Resources(store, REPLAYS).put(
+        stored.resource, {**stored.state, "lease_until": ""}, stored.status, stored.version
+    )
+    assert _runner(h, store, batch=BATCH_EVENTS).run("ns", "default", "r", 10.0)
+    ids = _ids(drain(h, "a"))
+    assert sorted(set(ids)) == sorted(f"e{i}" for i in range(250))  # nothing lost
+    assert len(ids) - len(set(ids)) == BATCH_EVENTS  # one replay batch, sent again
 
 
 def test_a_crashed_runs_lease_keeps_other_runs_off_until_it_expires() -> None:
@@ -438,3 +477,89 @@ def test_replayed_events_follow_the_triggers_delivery_policy_into_its_dlq() -> N
     assert dead["event"]["id"] == "e0" and dead["event"]["replayname"] == "again"
     assert dead["event"]["knativeerrorcode"] == 400
     assert [s.headers.get("ce-replayname") for s in h.sender.sent] == [None, "again"]
+
+
+class _FailingQueues(MemoryQueues):
+    """Refuses every call carrying ``poison`` (after ingress's retries: UnavailableError) until
+    ``heal``; counts the calls in flight per queue, each call waiting (bounded) for another one
+    to start, so that calls which may overlap do."""
+
+    def __init__(self, inner: MemoryQueues, poison: str = "") -> None:
+        self.inner, self.poison = inner, poison
+        self.lock = threading.Condition()
+        self.in_flight: dict[str, int] = {}
+        self.most: dict[str, int] = {}
+        self.calls = 0
+
+    def send_batch(self, name: str, messages: Any) -> list[str]:
+        with self.lock:
+            self.calls += 1
+            self.in_flight[name] = self.in_flight.get(name, 0) + 1
+            self.most[name] = max(self.most.get(name, 0), self.in_flight[name])
+            self.lock.notify_all()
+            deadline = time.monotonic() + 0.2
+            while sum(self.in_flight.values()) < 2 and time.monotonic() < deadline:
+                self.lock.wait(deadline - time.monotonic())
+        try:
+            if self.poison and any(f'"id":"{self.poison}"' in m.body for m in messages):
+                raise UnavailableError("throttled")
+            return self.inner.send_batch(name, messages)
+        finally:
+            with self.lock:
+                self.in_flight[name] -= 1
+
+
+def test_a_failed_call_among_concurrent_ones_is_not_checkpointed_past_and_is_sent_again() -> None:
+    assert BATCH_EVENTS == 100  # the replay batch docs/replay.md promises
+    h = _setup({"a": None})
+    start, _ = window()
+    _send(h, 250)
+    flush_archive(h)
+    drain(h, "a")
+    _, end = window()
+    put_replay(h, "r", start, end)
+    queues = _FailingQueues(h.queues, poison="e150")  # in the second batch of 100
+    runner = _runner(h, h.store, batch=BATCH_EVENTS, queues=queues)
+    with pytest.raises(UnavailableError):
+        runner.run("ns", "default", "r", 10.0)
+    assert queues.most[h.queue_of("a")] > 1  # the calls did overlap
+    progress = _status(h, "r")["progress"]
+    assert progress["eventsRead"] == 100 and progress["eventsEnqueued"] == 100  # batch 1 only
+    queues.poison = ""  # the throttling ends; the next run resumes at the checkpoint
+    assert runner.run("ns", "default", "r", 10.0)
+    ids = _ids(drain(h, "a"))
+    assert sorted(set(ids)) == sorted(f"e{i}" for i in range(250))  # nothing lost
+    assert len(ids) - len(set(ids)) == 90  # batch 2's other nine calls, sent again
+    assert _status(h, "r")["progress"]["eventsEnqueued"] == 250
+
+
+def test_a_fifo_queue_gets_its_calls_one_at_a_time_in_order_beside_a_standard_queue() -> None:
+    h = harness()
+    h.broker()
+    h.trigger("a")
+    h.container.triggers.put(
+        "ns",
+        "o",
+        {
+            "metadata": {"name": "o", "annotations": {DELIVERY_ORDER_ANNOTATION: "ordered"}},
+            "spec": {"broker": "default", "subscriber": {"uri": "http://sub.example/"}},
+        },
+    )
+    start, _ = window()
+    for i in range(45):
+        headers = {"ce-specversion": "1.0", "ce-id": f"e{i}", "ce-source": "/s", "ce-type": "t"}
+        headers["ce-partitionkey"] = f"k{i % 2}"
+        assert h.post(headers, b"").status == 202
+    flush_archive(h)
+    fifo = names.queue_name(h.settings.queue_prefix, "ns", "default", "o", fifo=True)
+    h.queues._q(fifo)["messages"].clear()
+    drain(h, "a")
+    _, end = window()
+    put_replay(h, "r", start, end)
+    queues = _FailingQueues(h.queues)
+    assert _runner(h, h.store, batch=BATCH_EVENTS, queues=queues).run("ns", "default", "r", 10.0)
+    assert queues.most[fifo] == 1  # never two calls to the FIFO queue at once
+    assert queues.most[h.queue_of("a")] > 1  # the standard queue's calls overlapped
+    replayed = h.queues._q(fifo)["messages"]
+    assert [json.loads(m.body)["event"]["id"] for m in replayed] == [f"e{i}" for i in range(45)]
+    assert sorted(_ids(drain(h, "a"))) == sorted(f"e{i}" for i in range(45))
