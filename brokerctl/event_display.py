@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from brokerctl.http_server import BackgroundServer
+
 
 @dataclass
 class Received:
@@ -35,7 +37,7 @@ def _accept(received: Received, n: int) -> Reply:
     return Reply()
 
 
-class EventDisplay:
+class EventDisplay(BackgroundServer):
     """A threaded HTTP server recording every request; ``responder(request, n)`` chooses the
     answer for the n-th request (1-based), so tests can fail the first n, reply with events, ..."""
 
@@ -90,22 +92,7 @@ class EventDisplay:
             def log_message(self, format: str, *args: Any) -> None:
                 return None
 
-        self._server = ThreadingHTTPServer((host, port), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def start(self) -> EventDisplay:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._serve(ThreadingHTTPServer((host, port), Handler))
 
     def wait_for(self, predicate: Callable[[list[Received]], bool], timeout: float) -> bool:
         with self._cond:

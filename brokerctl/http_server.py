@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 from chalicelib.problems import PROBLEM_TYPE, no_route_problem, problem_document
 
@@ -154,7 +154,30 @@ def chalice_dispatcher(
     return dispatch
 
 
-class AppServer:
+class BackgroundServer:
+    """A threaded HTTP server served from a daemon thread: the lifecycle the local runtime's
+    servers share (the app, the event display, the console's proxy)."""
+
+    def _serve(self, server: ThreadingHTTPServer) -> None:
+        server.daemon_threads = True
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def start(self) -> Self:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+class AppServer(BackgroundServer):
     def __init__(
         self,
         app: Any,
@@ -163,18 +186,6 @@ class AppServer:
         log_line: Callable[[str], None],
         console: Any = None,
     ) -> None:
-        self._server = _Server((host, port), chalice_dispatcher(app), log_line)
-        self._server.console = console
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        server = _Server((host, port), chalice_dispatcher(app), log_line)
+        server.console = console
+        self._serve(server)

@@ -9,7 +9,6 @@ tap."""
 from __future__ import annotations
 
 import socket
-import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -18,14 +17,14 @@ import httpx
 
 from brokerctl.client import SigV4Auth, Target, default_credentials
 from brokerctl.console import Console
-from brokerctl.http_server import MAX_BODY_BYTES
+from brokerctl.http_server import MAX_BODY_BYTES, BackgroundServer
 
 # Request headers passed on to the API (the signature covers host and content-type).
 _FORWARDED = ("content-type", "accept", "if-match", "if-none-match")
 _HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding"}
 
 
-class ConsoleProxy:
+class ConsoleProxy(BackgroundServer):
     def __init__(
         self,
         target: Target,
@@ -85,20 +84,8 @@ class ConsoleProxy:
             def log_message(self, format: str, *args: Any) -> None:
                 return None
 
-        self._server = ThreadingHTTPServer((host, port), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def start(self) -> ConsoleProxy:
-        self._thread.start()
-        return self
+        self._serve(ThreadingHTTPServer((host, port), Handler))
 
     def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().stop()
         self._http.close()
