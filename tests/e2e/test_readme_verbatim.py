@@ -69,9 +69,13 @@ def test_quickstart_verbatim(broker: LocalBroker, tmp_path: Path) -> None:
     env = fresh_machine_env(tmp_path, broker.url)
     display_cmd = ported(block_after("## Quickstart", 0), api_port, sub_port).strip()
     assert display_cmd.startswith(".venv/bin/brokerctl event-display")
+    # Its output in a file the test can read while it runs: delivery follows the 202, so the
+    # event is looked for until it shows, not once at the end.
+    output = tmp_path / "event-display.out"
+    out_file = output.open("w")
     display = subprocess.Popen(
         ["bash", "-c", f"exec {display_cmd}"], cwd=ROOT, env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        stdout=out_file, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
         wait_until(lambda: _listening(sub_port), 30, "event-display listening")
@@ -84,9 +88,14 @@ def test_quickstart_verbatim(broker: LocalBroker, tmp_path: Path) -> None:
         broker.wait_ready("demo", "triggers", "hello-display")
         out = bash(f"{api_line}\n{send}", env, tmp_path)
         assert "HTTP/1.1 202" in out and '"Ready"' in out
+        wait_until(
+            lambda: "Hello, broker!" in output.read_text(), 30, "event-display to show the event"
+        )
     finally:
         display.terminate()
-        shown, _ = display.communicate(timeout=10)
+        display.wait(timeout=10)
+        out_file.close()
+    shown = output.read_text()
     assert "Hello, broker!" in shown and "demo.hello" in shown, shown
 
 
