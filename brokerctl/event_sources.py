@@ -44,7 +44,10 @@ def sqs_record(message: Mapping[str, Any], queue_arn: str, region: str) -> dict[
         "receiptHandle": message["ReceiptHandle"],
         "body": body,
         "attributes": dict(message.get("Attributes", {})),
-        "messageAttributes": dict(message.get("MessageAttributes", {})),
+        "messageAttributes": {  # Lambda's shape: {"stringValue": ..., "dataType": ...}
+            k: {"stringValue": v.get("StringValue"), "dataType": v.get("DataType")}
+            for k, v in message.get("MessageAttributes", {}).items()
+        },
         "md5OfBody": message.get("MD5OfBody") or hashlib.md5(body.encode()).hexdigest(),
         "eventSource": "aws:sqs",
         "eventSourceARN": queue_arn,

@@ -66,6 +66,8 @@ class OutgoingMessage:
     delay_seconds: int = 0  # standard queues only: SQS FIFO refuses a per-message delay
     group_id: str | None = None  # FIFO queues: MessageGroupId (required there)
     dedup_id: str | None = None  # FIFO queues: MessageDeduplicationId (required there)
+    # String message attributes (a retried event's attempts, sqs_message.ATTEMPTS_ATTRIBUTE)
+    message_attributes: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,7 @@ class ReceivedMessage:
     receipt_handle: str
     body: str
     attributes: Mapping[str, str]
+    message_attributes: Mapping[str, str] = field(default_factory=dict)  # the string ones
 
 
 class QueueSender(Protocol):

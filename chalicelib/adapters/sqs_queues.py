@@ -118,6 +118,7 @@ class SqsQueues:
             "MaxNumberOfMessages": max_messages,
             "WaitTimeSeconds": wait_seconds,
             "MessageSystemAttributeNames": ["All"],
+            "MessageAttributeNames": ["All"],
         }
         if visibility_timeout is not None:
             kwargs["VisibilityTimeout"] = visibility_timeout
@@ -129,6 +130,11 @@ class SqsQueues:
                 receipt_handle=m["ReceiptHandle"],
                 body=m["Body"],
                 attributes=m.get("Attributes", {}),
+                message_attributes={
+                    k: v["StringValue"]
+                    for k, v in m.get("MessageAttributes", {}).items()
+                    if "StringValue" in v
+                },
             )
             for m in out.get("Messages", [])
         ]
@@ -168,4 +174,8 @@ def _entry(m: OutgoingMessage) -> dict[str, Any]:
         entry["MessageGroupId"] = m.group_id
     if m.dedup_id is not None:
         entry["MessageDeduplicationId"] = m.dedup_id
+    if m.message_attributes:
+        entry["MessageAttributes"] = {
+            k: {"DataType": "String", "StringValue": v} for k, v in m.message_attributes.items()
+        }
     return entry

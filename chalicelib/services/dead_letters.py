@@ -10,7 +10,7 @@ from typing import Any
 
 from chalicelib.core import names
 from chalicelib.core.cloudevents import codec
-from chalicelib.core.cloudevents.sqs_message import decode_message
+from chalicelib.core.cloudevents.sqs_message import decode_messages
 from chalicelib.core.delivery import ordering
 from chalicelib.core.errors import NotFoundError, Problem, ValidationError
 from chalicelib.ports import OutgoingMessage, Queues, ReceivedMessage
@@ -55,13 +55,14 @@ class DeadLetters:
             raise ValidationError([Problem("limit", f"must be between 1 and {MAX_LIST}")])
         _, dlq = self._names(namespace, broker, trigger)
         seen = self._peek(dlq, limit)
-        items = []
+        items: builtins.list[dict[str, Any]] = []
         try:
             for m in seen:
-                items.append(self._describe(m))
+                items.extend(self._describe(m))
         finally:
             for m in seen:  # make them visible again: listing does not consume
                 self._queues.change_visibility(dlq, m.receipt_handle, 0)
+        items = items[:limit]  # a pack (docs/replay.md) lists each of its events
         return {"items": items, "count": len(items), "depth": self._queues.depth(dlq)}
 
     def redrive(self, namespace: str, broker: str, trigger: str) -> dict[str, Any]:
@@ -125,17 +126,22 @@ class DeadLetters:
                 seen.setdefault(m.message_id, m)
         return list(seen.values())
 
-    def _describe(self, m: ReceivedMessage) -> dict[str, Any]:
+    def _describe(self, m: ReceivedMessage) -> builtins.list[dict[str, Any]]:
+        """One item per event: a message's, or each of a pack's (with ``packIndex``)."""
         try:
-            queued = decode_message(m.body)
-            event = self._claims.load(queued)
+            entries, packed = decode_messages(m.body)
+            events = [self._claims.load(queued) for queued in entries]
         except (ValidationError, NotFoundError, ValueError) as exc:
-            return {"messageId": m.message_id, "unreadable": str(exc)}
-        return {
-            "messageId": m.message_id,
-            "receiveCount": int(m.attributes.get("ApproximateReceiveCount", "1")),
-            "event": codec.to_json(event),
-        }
+            return [{"messageId": m.message_id, "unreadable": str(exc)}]
+        receives = int(m.attributes.get("ApproximateReceiveCount", "1"))
+        items = []
+        for i, event in enumerate(events):
+            item = {"messageId": m.message_id, "receiveCount": receives}
+            if packed:
+                item["packIndex"] = i
+            item["event"] = codec.to_json(event)
+            items.append(item)
+        return items
 
     def _without_errors(self, body: str) -> str:
         """The original event again: the error extensions describe the failed delivery."""

@@ -25,7 +25,17 @@ from chalicelib.core.clock import utcnow
 from chalicelib.core.cloudevents import codec
 from chalicelib.core.cloudevents.event import CloudEvent
 from chalicelib.core.cloudevents.kafka_binding import encode_binary_record, encode_structured_record
-from chalicelib.core.cloudevents.sqs_message import QueuedEvent, decode_message
+from chalicelib.core.cloudevents.sqs_message import (
+    ATTEMPTS_ATTRIBUTE,
+    NOT_BEFORE_ATTRIBUTE,
+    SQS_MAX_MESSAGE_BYTES,
+    QueuedEvent,
+    attempts_made,
+    decode_message,
+    decode_messages,
+    encode_message,
+    not_before,
+)
 from chalicelib.core.delivery import ordering, policy
 from chalicelib.core.delivery.outcomes import Attempt, Outcome
 from chalicelib.core.delivery.pacing import Pacer
@@ -60,6 +70,9 @@ DEFAULT_ATTEMPT_TIMEOUT = 30.0
 FAILURE_RETRY_SECONDS = 10
 # A message kept for inspection and redrive is hidden for the longest visibility SQS allows.
 KEEP_SECONDS = 43_200
+# The longest DelaySeconds SQS takes: a retried event of a pack waits longer by a not-before.
+MAX_DELAY_SECONDS = 900
+REQUEUE_FAILURE_METRIC = "requeue_failure_count"
 # The archive (schema v1) and the metrics record an acknowledged Kafka publish as 202 Accepted: a
 # success without a reply.
 KAFKA_ACKNOWLEDGED = 202
@@ -124,6 +137,11 @@ class Job:
     # without sending (the transformed event as the reply; a transform error).
     outgoing: CloudEvent | None = None
     decided: Attempt | None = None
+    # The record's index in its batch (``index`` numbers the batch's jobs: a pack gives several),
+    # and whether the event came in a pack (docs/replay.md): then its retry, or its copy, is a
+    # message of its own carrying its attempts, never the record.
+    slot: int
+    packed: bool = False
 
     def __init__(
         self,
@@ -136,6 +154,12 @@ class Job:
     ) -> None:
         self.index, self.record, self.queue, self.attempt = index, record, queue, attempt
         self.queued, self.destination = queued, destination
+        self.slot = index
+
+    def single_body(self) -> str:
+        """This event as a message of its own: the record's body, or the event alone when it
+        came in a pack."""
+        return encode_message(self.queued) if self.packed else str(self.record["body"])
 
 
 class Role(Protocol):
@@ -146,6 +170,9 @@ class Role(Protocol):
     reads_replies: bool
     rate_limited: bool  # a trigger's max-rate applies (to its subscriber, not its sink)
     applies_transforms: bool  # a route's EventTransform applies (docs/transforms.md)
+    # A pack (docs/replay.md) is split into single messages on its queue rather than delivered:
+    # the dead-letter function does so with a pack the queue's redrive policy moved to the DLQ.
+    unpacks: bool
 
     def target(self, route: Route) -> str:
         """The URI to deliver to; raises NoDeadLetterSinkError when there is none."""
@@ -206,6 +233,20 @@ def _queue_of(record: Mapping[str, Any]) -> str:
 @lru_cache(maxsize=1024)
 def _queue_name(arn: str) -> str:
     return arn.rsplit(":", 1)[-1]
+
+
+def _chunks(messages: list[OutgoingMessage]) -> list[list[OutgoingMessage]]:
+    """At most 10 entries and 256 KiB per SendMessageBatch call."""
+    out: list[list[OutgoingMessage]] = []
+    size = 0
+    for m in messages:
+        n = len(m.body.encode())
+        if not out or len(out[-1]) == 10 or size + n > SQS_MAX_MESSAGE_BYTES:
+            out.append([])
+            size = 0
+        out[-1].append(m)
+        size += n
+    return out
 
 
 class Delivery:
@@ -285,20 +326,19 @@ class Delivery:
         destinations: dict[tuple[str, str, str], Destination | None] = {}  # this batch's
         for i, record in enumerate(records):
             try:
-                job = self._prepare(i, record, destinations)
+                jobs.extend(self._prepare_all(i, record, destinations, len(jobs)))
             except Exception as exc:
                 outcomes[i] = self._failure(record, exc)
-            else:
-                if job is not None:
-                    jobs.append(job)
         if not jobs:
             return outcomes
+        done: list[Exception | None] = [None] * len(jobs)  # by job index
+        sent = jobs
         if self._rate is not None:
-            jobs = self._send_paced(jobs, outcomes)
+            sent = self._send_paced(jobs, done)
         else:
             self._send_all(jobs)
         other = []
-        for job in jobs:
+        for job in sent:
             if job.error is None:
                 try:
                     job.answer = self._judge(job)
@@ -306,16 +346,21 @@ class Delivery:
                         self._record(job, Outcome.SUCCESS, archived)
                         continue
                 except Exception as exc:
-                    outcomes[job.index] = self._failure(job.record, exc, job)
+                    done[job.index] = self._failure(job.record, exc, job)
                     continue
             other.append(job)
         if len(other) > 1:  # retries, dead letters and replies make AWS calls: overlap them
             for job, outcome in zip(
                 other, self._pool.map(lambda j: self._safe_settle(j, archived), other), strict=True
             ):
-                outcomes[job.index] = outcome
+                done[job.index] = outcome
         elif other:
-            outcomes[other[0].index] = self._safe_settle(other[0], archived)
+            done[other[0].index] = self._safe_settle(other[0], archived)
+        # A record fails when one of its jobs does: a pack is received again whole (its events
+        # delivered already are delivered again: at least once, never lost).
+        for job in jobs:
+            if done[job.index] is not None and outcomes[job.slot] is None:
+                outcomes[job.slot] = done[job.index]
         return outcomes
 
     def _deliver_in_order(
@@ -512,15 +557,45 @@ class Delivery:
         record: Mapping[str, Any],
         destinations: dict[tuple[str, str, str], Destination | None],
     ) -> Job | None:
-        """Read the message and build the request; None when there is nothing to send.
-        ``destinations``: where each trigger of this batch delivers, looked up once a batch."""
+        """Read a single message (FIFO: never a pack) and build the request; None when there is
+        nothing to send."""
+        jobs = self._prepare_all(index, record, destinations, index, packs=False)
+        return jobs[0] if jobs else None
+
+    def _prepare_all(
+        self,
+        slot: int,
+        record: Mapping[str, Any],
+        destinations: dict[tuple[str, str, str], Destination | None],
+        first: int,
+        *,
+        packs: bool = True,
+    ) -> list[Job]:
+        """Read the message and build the requests: one job, or one per event of a pack (jobs
+        numbered from ``first``); none when there is nothing to send. ``destinations``: where
+        each trigger of this batch delivers, looked up once a batch.
+
+        The attempt number is the receive count, plus the attempts a message sent back by
+        ``_send_back`` says were made before it."""
         queue = _queue_of(record)
         attempt = int(record.get("attributes", {}).get("ApproximateReceiveCount", "1"))
         try:
-            queued = decode_message(record["body"])
+            if packs:
+                entries, packed = decode_messages(record["body"])
+            else:
+                entries, packed = [decode_message(record["body"])], False
         except ValidationError as exc:
             self._poison(queue, record, str(exc))
-            return None
+            return []
+        if packed and self._role.unpacks:
+            self._unpack(queue, record, entries)
+            return []
+        carried = record.get("messageAttributes")
+        if carried:
+            attempt += attempts_made(carried)
+            if self._wait_longer(queue, record, carried, entries[0]):
+                return []
+        queued = entries[0]
         key = (queued.namespace, queued.broker, queued.trigger)
         try:
             if key in destinations:
@@ -533,11 +608,102 @@ class Delivery:
             self._queues.change_visibility(queue, record["receiptHandle"], KEEP_SECONDS)
             raise
         if destination is None:
-            return None
-        job = Job(index, record, queue, attempt, queued, destination)
-        if queued.event is not None:  # inline; a claim check is read from S3 when sending
-            self._build(job, queued.event)
-        return job
+            return []
+        jobs = []
+        for n, queued in enumerate(entries):
+            job = Job(first + n, record, queue, attempt, queued, destination)
+            job.slot, job.packed = slot, packed
+            if queued.event is not None:  # inline; a claim check is read from S3 when sending
+                self._build(job, queued.event)
+            jobs.append(job)
+        return jobs
+
+    def _wait_longer(
+        self,
+        queue: str,
+        record: Mapping[str, Any],
+        carried: Mapping[str, Any],
+        queued: QueuedEvent,
+    ) -> bool:
+        """A message sent back with a backoff longer than SQS's longest delay comes early: it is
+        sent back again, for the rest of its wait, with the same attributes (a receive that is
+        not an attempt must not count as one), and this copy is done. True when it was."""
+        due = not_before(carried)
+        left = due - int(self._clock().timestamp())
+        if not due or left <= 0:
+            return False
+        attributes = {
+            ATTEMPTS_ATTRIBUTE: str(attempts_made(carried)),
+            NOT_BEFORE_ATTRIBUTE: str(due),
+        }
+        delay = min(left, MAX_DELAY_SECONDS)
+        self._send_single(queue, record, str(record["body"]), delay, attributes, queued)
+        return True
+
+    def _send_back(self, job: Job, delay: float) -> None:
+        """A retried event of a pack goes back to its queue as a message of its own, delayed by
+        its backoff and carrying the attempts made (``_prepare_all`` adds them to the receive
+        count, so ``policy.final`` dead-letters it at the trigger's retry count). A backoff past
+        SQS's 900 s DelaySeconds is kept by a not-before (``_wait_longer``)."""
+        wait = policy.visibility_timeout_for(delay)
+        attributes = {ATTEMPTS_ATTRIBUTE: str(job.attempt)}
+        if wait > MAX_DELAY_SECONDS:
+            due = int(self._clock().timestamp()) + wait
+            attributes[NOT_BEFORE_ATTRIBUTE] = str(due)
+        delay_s = min(wait, MAX_DELAY_SECONDS)
+        body = job.single_body()
+        self._send_single(job.queue, job.record, body, delay_s, attributes, job.queued, job)
+
+    def _send_single(
+        self,
+        queue: str,
+        record: Mapping[str, Any],
+        body: str,
+        delay: int,
+        attributes: Mapping[str, str],
+        queued: QueuedEvent,
+        job: Job | None = None,
+    ) -> None:
+        """Send one message to ``queue``; UnavailableError (counted and logged) when SQS did not
+        take it: the record it came from fails, and is received again."""
+        message = OutgoingMessage("0", body, delay_seconds=delay, message_attributes=attributes)
+        try:
+            failed: list[str] | Exception = self._queues.send_batch(queue, [message])
+        except Exception as exc:
+            failed = exc
+        if not failed:
+            return
+        keys = log_keys(job) if job is not None else {"message_id": record.get("messageId")}
+        self._count_requeue_failure(queued, 1)
+        log.warning("could not send an event back to %s: %s", queue, failed, extra=keys)
+        raise UnavailableError(f"could not send an event back to {queue}")
+
+    def _unpack(self, queue: str, record: Mapping[str, Any], entries: list[QueuedEvent]) -> None:
+        """Split a pack into single messages on ``queue`` (each read as any other message there);
+        UnavailableError when one is not taken: the pack is received again and split again."""
+        messages = [OutgoingMessage(str(i), encode_message(q)) for i, q in enumerate(entries)]
+        failed = 0
+        for chunk in _chunks(messages):
+            try:
+                failed += len(self._queues.send_batch(queue, chunk))
+            except Exception as exc:
+                log.warning("could not unpack into %s: %s", queue, exc)
+                failed += len(chunk)
+        if failed:
+            self._count_requeue_failure(entries[0], failed)
+            message_id = record.get("messageId")
+            log.warning(
+                "could not unpack %d event(s) of %s into %s",
+                failed,
+                message_id,
+                queue,
+                extra={"message_id": message_id, "queue": queue},
+            )
+            raise UnavailableError(f"could not unpack {message_id} into {queue}")
+
+    def _count_requeue_failure(self, queued: QueuedEvent, n: int) -> None:
+        dims = {"namespace": queued.namespace, "broker": queued.broker, "trigger": queued.trigger}
+        self._metrics.count(REQUEUE_FAILURE_METRIC, dims, n)
 
     def _destination(self, queued: QueuedEvent) -> Destination | None:
         """Where the trigger delivers; None when it is gone."""
@@ -689,6 +855,10 @@ class Delivery:
             delay = policy.retry_delay(
                 spec, job.attempt, answer.status, answer.retry_after, self._clock()
             )
+            if job.packed:  # the event goes back alone; the pack is done with it
+                self._send_back(job, delay)
+                self._record(job, outcome, archived)
+                return
             self._queues.change_visibility(
                 job.queue, job.record["receiptHandle"], policy.visibility_timeout_for(delay)
             )

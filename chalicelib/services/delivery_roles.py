@@ -36,6 +36,7 @@ class Subscribers:
     reads_replies = True
     rate_limited = True
     applies_transforms = True
+    unpacks = False
 
     def __init__(self, parts: DeliveryParts, ingress: Ingress) -> None:
         self._parts = parts
@@ -112,6 +113,7 @@ class DeadLetterSinks:
     reads_replies = False
     rate_limited = False
     applies_transforms = False  # a dead letter is the original event
+    unpacks = True  # a pack the redrive policy moved here: each event a dead letter of its own
 
     def __init__(self, parts: DeliveryParts) -> None:
         self._parts = parts

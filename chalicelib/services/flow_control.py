@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from chalicelib import logs
+from chalicelib.core.cloudevents.sqs_message import ATTEMPTS_ATTRIBUTE
 from chalicelib.core.delivery import policy
 from chalicelib.ports import OutgoingMessage, Queues, RateLimiter
 from chalicelib.services.claims import SQS_MAX_BYTES
@@ -90,8 +91,10 @@ class RateGate:
         for key, group in limited.items():
             rate = group[0].destination.route.max_rate
             assert rate is not None
-            held = [j for j in group if fifo or j.attempt > 1]  # cannot be copied back
-            fresh = [j for j in group if not (fifo or j.attempt > 1)]
+            # A retried single cannot be copied back without losing its count; an event of a
+            # pack can: its copy carries its attempts (Job.single_body, ATTEMPTS_ATTRIBUTE).
+            held = [j for j in group if fifo or (j.attempt > 1 and not j.packed)]
+            fresh = [j for j in group if not (fifo or (j.attempt > 1 and not j.packed))]
             for kind, part, horizon in (
                 ("held", held, self._hold),
                 ("fresh", fresh, self._horizon),
@@ -139,12 +142,14 @@ class RateGate:
         size = 0
         for i, job in enumerate(later):
             delay = min(SQS_MAX_DELAY_SECONDS, math.ceil(back + i * interval))
-            body = str(job.record["body"])
+            body = job.single_body()
             n = len(body.encode())
             if chunk and (len(chunk) == 10 or size + n > SQS_MAX_BYTES):
                 lost += self._send_copies(queue, chunk, out)
                 chunk, size = [], 0
-            chunk.append((i, job, OutgoingMessage(str(i), body, delay_seconds=max(1, delay))))
+            made = {ATTEMPTS_ATTRIBUTE: str(job.attempt - 1)} if job.attempt > 1 else None
+            copy = OutgoingMessage(str(i), body, max(1, delay), message_attributes=made)
+            chunk.append((i, job, copy))
             size += n
         if chunk:
             lost += self._send_copies(queue, chunk, out)

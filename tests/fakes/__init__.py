@@ -99,6 +99,7 @@ class _Message:
     sent_at: float = field(default_factory=time.time)
     group_id: str | None = None  # FIFO queues only
     dedup_id: str | None = None
+    message_attributes: Mapping[str, str] = field(default_factory=dict)
 
 
 # SQS FIFO forgets a MessageDeduplicationId after five minutes.
@@ -193,6 +194,7 @@ class MemoryQueues:
                         self._clock() + m.delay_seconds,
                         group_id=m.group_id,
                         dedup_id=m.dedup_id,
+                        message_attributes=dict(m.message_attributes or {}),
                     )
                 )
             self._lock.notify_all()
@@ -264,7 +266,11 @@ class MemoryQueues:
             if fifo:
                 attributes["MessageGroupId"] = str(m.group_id)
                 attributes["MessageDeduplicationId"] = str(m.dedup_id)
-            out.append(ReceivedMessage(m.message_id, m.receipt, m.body, attributes))
+            out.append(
+                ReceivedMessage(
+                    m.message_id, m.receipt, m.body, attributes, dict(m.message_attributes)
+                )
+            )
         return out
 
     def _find(self, name: str, receipt_handle: str) -> _Message | None:

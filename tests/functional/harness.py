@@ -152,7 +152,10 @@ class Harness:
                     "receiptHandle": m.receipt_handle,
                     "body": m.body,
                     "attributes": dict(m.attributes),
-                    "messageAttributes": {},
+                    "messageAttributes": {  # Lambda's record shape
+                        k: {"stringValue": v, "dataType": "String"}
+                        for k, v in m.message_attributes.items()
+                    },
                     "md5OfBody": "",
                     "eventSource": "aws:sqs",
                     "eventSourceARN": arn,

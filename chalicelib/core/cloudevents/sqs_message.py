@@ -8,6 +8,18 @@
 An SQS message is at most 256 KiB; ``fits_inline`` tells the ingress when to use a claim check.
 The claim-checked object holds ``encode_event_blob(event)`` (the same JSON form).
 A new shape gets a new ``v``; ``decode_message`` refuses versions it does not know.
+
+A **pack** (docs/replay.md) carries several inline events of one trigger in one message, so that
+a replay sends many events per SQS message:
+
+    {"v": 1, "namespace": ..., "broker": ..., "trigger": ..., "headers": {...},
+     "pack": [<codec.to_json(event)>, ...]}  (1 to PACK_MAX_EVENTS events, PACK_MAX_BYTES at most)
+
+Only the replay runner writes packs, only to standard queues; ``decode_messages`` reads either
+shape. Two message attributes go with a single message that delivery sent back to its queue
+(a retried event of a pack): ``ATTEMPTS_ATTRIBUTE``, the attempts already made, and
+``NOT_BEFORE_ATTRIBUTE``, the epoch second before which it must not be tried (a backoff longer
+than SQS's 900 s DelaySeconds).
 """
 
 from __future__ import annotations
@@ -25,6 +37,13 @@ from chalicelib.core.errors import Problem, ValidationError
 
 MESSAGE_VERSION = 1
 SQS_MAX_MESSAGE_BYTES = 256 * 1024
+# A pack's bounds: ten of them fit one SendMessageBatch call (256 KiB in all, with room for the
+# entries' own overhead); a Lambda batch of ten packs is at most 500 deliveries.
+PACK_MAX_BYTES = 24 * 1024
+PACK_MAX_EVENTS = 50
+ATTEMPTS_ATTRIBUTE = "sb-attempts"
+NOT_BEFORE_ATTRIBUTE = "sb-not-before"
+_MAX_ATTRIBUTE_DIGITS = 12
 
 _PASSTHROUGH_EXACT = frozenset({"x-request-id", "retry-after", "traceparent", "tracestate"})
 _PASSTHROUGH_PREFIXES = ("knative-", "x-b3-")
@@ -97,16 +116,121 @@ def fits_inline(q: QueuedEvent, limit: int = SQS_MAX_MESSAGE_BYTES) -> bool:
 
 
 def decode_message(body: str) -> QueuedEvent:
-    """Parse a message; ``ValidationError`` on an unknown version or any malformed part.
+    """Parse a message; ``ValidationError`` on an unknown version or any malformed part (a pack
+    is refused: see ``decode_messages``).
 
     The event inside was validated by the ingress before it was queued: its required attributes
     are checked again, not every attribute's syntax."""
+    doc = _parse(body)
+    if "pack" in doc:
+        raise ValidationError([Problem("pack", "a pack where one event was expected")])
+    return _decode_doc(doc)
+
+
+def decode_messages(body: str) -> tuple[list[QueuedEvent], bool]:
+    """The events of a message, single or pack, and whether it was a pack. ``ValidationError``
+    when any part is malformed: a pack with a bad entry, or more entries than ``PACK_MAX_EVENTS``,
+    is refused whole, as one unreadable message."""
+    doc = _parse(body)
+    if "pack" not in doc:
+        return [_decode_doc(doc)], False
+    if len(body) > SQS_MAX_MESSAGE_BYTES:
+        raise ValidationError([Problem("message", "a pack larger than an SQS message")])
+    entries = doc.pop("pack")
+    if type(entries) is not list or not 1 <= len(entries) <= PACK_MAX_EVENTS:
+        raise ValidationError([Problem("pack", f"must be a list of 1 to {PACK_MAX_EVENTS} events")])
+    if "event" in doc or "claim" in doc:
+        raise ValidationError([Problem("pack", "a pack holds neither event nor claim")])
+    first = _decode_doc({**doc, "event": entries[0]}, "pack[0]")
+    out = [first]
+    for i in range(1, len(entries)):
+        entry = entries[i]
+        if type(entry) is not dict:
+            raise ValidationError([Problem(f"pack[{i}]", "must be a JSON object")])
+        out.append(
+            QueuedEvent(
+                first.namespace,
+                first.broker,
+                first.trigger,
+                _entry_event(entry, f"pack[{i}]"),
+                None,
+                first.headers,
+            )
+        )
+    return out, True
+
+
+def pack_head(namespace: str, broker: str, trigger: str, headers: Mapping[str, str]) -> str:
+    """The text a pack's events follow: ``pack_head(...) + ",".join(events) + "]}"``."""
+    head = dumps_compact(
+        {
+            "v": MESSAGE_VERSION,
+            "namespace": namespace,
+            "broker": broker,
+            "trigger": trigger,
+            "headers": dict(headers),
+        }
+    )
+    return head[:-1] + ',"pack":['
+
+
+def encode_pack(head: str, events: list[str]) -> str:
+    """A pack from ``pack_head`` and the compact JSON texts of its events (``to_json`` form),
+    which the caller keeps within the bounds (``pack_overhead``)."""
+    if not 1 <= len(events) <= PACK_MAX_EVENTS:
+        raise ValueError(f"a pack holds 1 to {PACK_MAX_EVENTS} events")
+    text = head + ",".join(events) + "]}"
+    if _NOT_XML_CHAR.search(text) is not None:
+        text = json.dumps(json.loads(text), separators=(",", ":"))
+    return text
+
+
+def pack_overhead(head: str) -> int:
+    """UTF-8 bytes of a pack besides its events' texts and their separating commas."""
+    return len(head.encode("utf-8")) + 2
+
+
+def attempts_made(attributes: Mapping[str, Any]) -> int:
+    """The attempts a message's ``ATTEMPTS_ATTRIBUTE`` says were made before it was sent (0 when
+    absent or malformed), from Lambda's SQS record shape (``{"stringValue": "3", ...}``)."""
+    return _number(attributes, ATTEMPTS_ATTRIBUTE)
+
+
+def not_before(attributes: Mapping[str, Any]) -> int:
+    """The epoch second in ``NOT_BEFORE_ATTRIBUTE`` (0 when absent or malformed)."""
+    return _number(attributes, NOT_BEFORE_ATTRIBUTE)
+
+
+def _number(attributes: Mapping[str, Any], name: str) -> int:
+    value = attributes.get(name)
+    text = value.get("stringValue") if isinstance(value, Mapping) else None
+    if type(text) is not str or not text.isascii() or not text.isdigit():
+        return 0
+    if len(text) > _MAX_ATTRIBUTE_DIGITS:
+        return 0
+    return int(text)
+
+
+def _parse(body: str) -> dict[str, Any]:
     try:
         doc = parse_json(body.encode("utf-8"))
     except ValueError as exc:
         raise ValidationError([Problem("message", str(exc))]) from None
     if type(doc) is not dict:
         raise ValidationError([Problem("message", "must be a JSON object")])
+    return doc
+
+
+def _entry_event(entry: dict[str, Any], where: str) -> CloudEvent:
+    try:
+        return from_json(entry, legacy=True, checked=False, owned=True)
+    except ValidationError as exc:
+        raise ValidationError(
+            [Problem(f"{where}.{p.field}", p.message) for p in exc.problems]
+        ) from None
+
+
+def _decode_doc(doc: dict[str, Any], where: str = "event") -> QueuedEvent:
     if doc.get("v") != MESSAGE_VERSION:
         raise ValidationError([Problem("v", f"unknown message version {doc.get('v')!r}")])
     namespace, broker, trigger = doc.get("namespace"), doc.get("broker"), doc.get("trigger")
@@ -124,12 +248,7 @@ def decode_message(body: str) -> QueuedEvent:
         and claim_obj is None
         and all(type(k) is str and type(v) is str for k, v in headers.items())
     ):  # the common shape: read it without collecting problems
-        try:
-            event = from_json(event_obj, legacy=True, checked=False, owned=True)
-        except ValidationError as exc:
-            raise ValidationError(
-                [Problem(f"event.{p.field}", p.message) for p in exc.problems]
-            ) from None
+        event = _entry_event(event_obj, where)
         return QueuedEvent(namespace, broker, trigger, event, None, headers)
     return _decode_with_problems(doc)
 
