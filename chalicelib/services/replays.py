@@ -30,7 +30,15 @@ from chalicelib.core.archive import rfc3339
 from chalicelib.core.clock import utcnow
 from chalicelib.core.cloudevents import codec
 from chalicelib.core.cloudevents.event import CloudEvent
-from chalicelib.core.cloudevents.sqs_message import decode_event_blob
+from chalicelib.core.cloudevents.json_format import dumps_compact
+from chalicelib.core.cloudevents.sqs_message import (
+    PACK_MAX_BYTES,
+    PACK_MAX_EVENTS,
+    decode_event_blob,
+    encode_pack,
+    pack_head,
+    pack_overhead,
+)
 from chalicelib.core.delivery import ordering
 from chalicelib.core.errors import (
     BrokerError,
@@ -39,7 +47,7 @@ from chalicelib.core.errors import (
     Problem,
     ValidationError,
 )
-from chalicelib.core.filtering.filters import Filter, build_filter
+from chalicelib.core.filtering.filters import Filter, MatchAll, build_filter
 from chalicelib.core.names import name_problems
 from chalicelib.core.resources import replay as rp
 from chalicelib.core.resources.broker import Broker
@@ -54,7 +62,8 @@ log = logs.get("replays")
 
 LIST_PAGE = 1000
 # The replay batch, the checkpoint unit: a crash re-sends at most this many events per trigger.
-BATCH_EVENTS = 100
+# In packs of about twenty 1 KiB events, 1,000 events are five SendMessageBatch calls.
+BATCH_EVENTS = 1000
 SEND_CONCURRENCY = 4  # SendMessageBatch calls in flight during a batch
 SQS_BATCH = 10  # entries per SendMessageBatch call
 
@@ -171,12 +180,14 @@ class RunnerOptions:
     settle_seconds: float = 2.0
     batch_events: int = BATCH_EVENTS
     send_concurrency: int = SEND_CONCURRENCY
+    # A standard queue's events go in packs (docs/replay.md): many events per SQS message.
+    packs: bool = True
     lease_seconds: float = 960.0  # longer than any run: a crashed run's lease expires after it
 
 
 @dataclass
 class _Batch:
-    events: list[tuple[Mapping[str, Any], CloudEvent | None]]  # (record, event) selected
+    events: list[Mapping[str, Any]]  # the records selected (their events decoded when sent)
     read: int  # selected records read (events_read)
     position: reader.Position  # after the batch
     end: bool  # the range is exhausted
@@ -342,9 +353,15 @@ class ReplayRunner:
         state = dict(stored.state)
         position = reader.Position(str(state.get("key", "")), int(state.get("offset", 0)))
         records = self._records(replay, position)
+        batch = self._next_batch(replay, records, position)
         while True:
-            batch = self._next_batch(replay, records, position)
-            sent, missing_payloads = self._send(replay, routes, extra, batch)
+            # The next batch is read while this one's calls are in flight; it is sent only
+            # once this one is checkpointed (a crash re-sends at most one batch).
+            sending = self._start(replay, routes, extra, batch)
+            following = None
+            if not batch.end and self._monotonic() < deadline:
+                following = self._next_batch(replay, records, batch.position)
+            sent, missing_payloads = sending()
             position = batch.position
             state.update(
                 key=position.key,
@@ -355,7 +372,7 @@ class ReplayRunner:
             if missing_payloads:
                 state["events_missing"] = int(state.get("events_missing", 0)) + missing_payloads
             if batch.events:
-                state["last_arrival"] = str(batch.events[-1][0]["at"])
+                state["last_arrival"] = str(batch.events[-1]["at"])
             if batch.end:
                 state.update(
                     phase=rp.SUCCEEDED_PHASE,
@@ -371,6 +388,8 @@ class ReplayRunner:
                 self._checkpoint(stored, state)
                 return False
             stored = self._checkpoint(stored, state)
+            assert following is not None
+            batch = following
 
     def _finish(self, stored: Stored[rp.Replay], phase: str, reason: str, message: str) -> None:
         state = {
@@ -427,7 +446,7 @@ class ReplayRunner:
         records: Iterator[tuple[str, int, _Item]],
         position: reader.Position,
     ) -> _Batch:
-        events: list[tuple[Mapping[str, Any], CloudEvent | None]] = []
+        events: list[Mapping[str, Any]] = []
         read = 0
         for key, offset, record in records:
             if record is _END:
@@ -442,7 +461,7 @@ class ReplayRunner:
             ):
                 continue
             read += 1
-            events.append((record, self._event(record)))
+            events.append(record)
             if len(events) >= self._options.batch_events:
                 return _Batch(events, read, position, end=False)
         return _Batch(events, read, position, end=True)
@@ -461,57 +480,106 @@ class ReplayRunner:
             log.warning("replay: event %r cannot be re-read: %s", event_id, exc)
             return None
 
-    def _send(
+    def _start(
         self,
         replay: rp.Replay,
         routes: Sequence[Route],
         extra: Filter | None,
         batch: _Batch,
-    ) -> tuple[int, int]:
-        """Enqueue a batch; (messages sent, events whose payload is gone)."""
-        per_queue: dict[str, list[tuple[str, str | None]]] = {}  # (body, FIFO group)
+    ) -> Callable[[], tuple[int, int]]:
+        """Start enqueueing a batch; what waits for its calls and answers (events sent, one per
+        event and trigger; events whose payload is gone), raising the first failure. A standard
+        queue's events go in packs, but one too large for a pack (a claim check, or close to
+        it) goes alone; a FIFO queue's each alone, in order."""
+        per_queue: dict[str, list[_Message]] = {}
+        packers: dict[str, _Packer] = {}
         missing = 0
-        for _, event in batch.events:
+        name = replay.short_name
+        # Every event to every route, in packs: the archived JSON goes on without being decoded
+        # (it is what ingress accepted; its required attributes are checked).
+        every = (
+            self._options.packs
+            and extra is None
+            and all(type(r.filter) is MatchAll and not names.is_fifo(r.queue) for r in routes)
+        )
+        for record in batch.events:
+            if every and "dataref" not in record:
+                raw = _pack_text_undecoded(record, name)
+                if raw:
+                    for route in routes:
+                        packer = packers.get(route.queue)
+                        if packer is None:
+                            packer = packers[route.queue] = _Packer(
+                                pack_head(replay.namespace, replay.broker, route.name, {}),
+                                per_queue.setdefault(route.queue, []),
+                            )
+                        packer.add(raw)
+                    continue
+            event = self._event(record)
             if event is None:
                 missing += 1
                 continue
             if extra is not None and not extra.matches(event):
                 continue
-            replayed = event.replace_attributes({rp.EXTENSION: replay.short_name})
+            replayed: CloudEvent | None = None
+            text: str | None = None  # the event's JSON in a pack; "" when it goes alone
             claimed: dict[int, Any] = {}
             for route in routes:
                 if not route.filter.matches(event):
                     continue
+                fifo = names.is_fifo(route.queue)
+                if not fifo and self._options.packs:
+                    if text is None:
+                        text = _pack_text(record, event, name)
+                    if text:
+                        packer = packers.get(route.queue)
+                        if packer is None:
+                            packer = packers[route.queue] = _Packer(
+                                pack_head(replay.namespace, replay.broker, route.name, {}),
+                                per_queue.setdefault(route.queue, []),
+                            )
+                        packer.add(text)
+                        continue
+                if replayed is None:
+                    replayed = event.replace_attributes({rp.EXTENSION: name})
                 body = self._claims.message_body(
                     replay.namespace, replay.broker, route.name, replayed, {}, claimed
                 )
-                group = ordering.group_for(
-                    names.is_fifo(route.queue), event.get(ordering.PARTITION_KEY)
-                )
-                per_queue.setdefault(route.queue, []).append((body, group))
-        sent = 0
-        dims = {"namespace": replay.namespace, "broker": replay.broker}
-        for queue, count in self._send_queues(per_queue):
-            if count is None:
-                # The trigger was deleted during the replay: as at ingress, its events are dropped.
-                log.warning("replay %s: queue %s is gone (trigger deleted)", replay.name, queue)
-                continue
-            sent += count
-        if missing:
-            self._metrics.count("replay_missing_payload_count", dims, missing)
-        if sent:
-            self._metrics.count("replay_enqueued_count", dims, sent)
-        return sent, missing
+                group = ordering.group_for(fifo, event.get(ordering.PARTITION_KEY))
+                per_queue.setdefault(route.queue, []).append((body, group, 1))
+        for packer in packers.values():
+            packer.flush()
+        calls = self._send_queues(per_queue)
+
+        def finish() -> tuple[int, int]:
+            sent = 0
+            dims = {"namespace": replay.namespace, "broker": replay.broker}
+            for queue, count in calls():
+                if count is None:
+                    # The trigger was deleted during the replay: as at ingress, its events are
+                    # dropped.
+                    log.warning("replay %s: queue %s is gone (trigger deleted)", replay.name, queue)
+                    continue
+                sent += count
+            if missing:
+                self._metrics.count("replay_missing_payload_count", dims, missing)
+            if sent:
+                self._metrics.count("replay_enqueued_count", dims, sent)
+            return sent, missing
+
+        return finish
 
     def _send_queues(
-        self, per_queue: dict[str, list[tuple[str, str | None]]]
-    ) -> list[tuple[str, int | None]]:
-        """Send every queue's messages; (queue, messages sent) or (queue, None) for a queue that
-        is gone. A standard queue's messages go in chunks of 10, ``send_concurrency`` calls in
-        flight; a FIFO queue's in one sequential task (its groups keep their order). Every call
-        ends before this returns; the first failure (UnavailableError: no checkpoint, the batch
-        is sent again) is raised then, so nothing is checkpointed past a failed send."""
-        tasks: list[tuple[str, list[tuple[str, str | None]]]] = []
+        self, per_queue: dict[str, list[_Message]]
+    ) -> Callable[[], list[tuple[str, int | None]]]:
+        """Send every queue's messages; what waits for the calls and answers (queue, events
+        sent) or (queue, None) for a queue that is gone. A standard queue's messages go in
+        chunks of 10, ``send_concurrency`` calls in flight (in the background: the caller reads
+        on meanwhile); a FIFO queue's in one sequential task (its groups keep their order).
+        Every call has ended when the answer comes; the first failure (UnavailableError: no
+        checkpoint, the batch is sent again) is raised then, so nothing is checkpointed past a
+        failed send."""
+        tasks: list[tuple[str, list[_Message]]] = []
         for queue, bodies in per_queue.items():
             if names.is_fifo(queue):
                 tasks.append((queue, bodies))
@@ -519,8 +587,9 @@ class ReplayRunner:
                 tasks.extend(
                     (queue, bodies[i : i + SQS_BATCH]) for i in range(0, len(bodies), SQS_BATCH)
                 )
-        if len(tasks) <= 1 or self._options.send_concurrency <= 1:
-            return [(queue, self._send_one(queue, bodies)) for queue, bodies in tasks]
+        if not tasks or self._options.send_concurrency <= 1:
+            done = [(queue, self._send_one(queue, bodies)) for queue, bodies in tasks]
+            return lambda: done
         if self._pool is None:
             self._pool = ThreadPoolExecutor(
                 self._options.send_concurrency, thread_name_prefix="replay-send"
@@ -528,25 +597,91 @@ class ReplayRunner:
         futures: list[tuple[str, Future[int | None]]] = [
             (queue, self._pool.submit(self._send_one, queue, bodies)) for queue, bodies in tasks
         ]
-        counts: dict[str, int | None] = {}
-        error: BaseException | None = None
-        for queue, future in futures:
-            try:
-                count = future.result()
-            except BaseException as exc:  # raised below, after every call has ended
-                error = error or exc
-                continue
-            if count is None or counts.get(queue, 0) is None:
-                counts[queue] = None
-            else:
-                counts[queue] = int(counts.get(queue) or 0) + count
-        if error is not None:
-            raise error
-        return list(counts.items())
+        return lambda: _collect(futures)
 
-    def _send_one(self, queue: str, bodies: list[tuple[str, str | None]]) -> int | None:
-        try:
-            self._send_all(queue, bodies)  # UnavailableError: raised, no checkpoint
+    def _send_one(self, queue: str, messages: list[_Message]) -> int | None:
+        try:  # UnavailableError: raised, no checkpoint
+            self._send_all(queue, [(body, group) for body, group, _ in messages])
         except NotFoundError:
             return None
-        return len(bodies)
+        return sum(n for _, _, n in messages)
+
+
+def _collect(futures: list[tuple[str, Future[int | None]]]) -> list[tuple[str, int | None]]:
+    """Every call's answer, per queue; the first failure raised once all have ended."""
+    counts: dict[str, int | None] = {}
+    error: BaseException | None = None
+    for queue, future in futures:
+        try:
+            count = future.result()
+        except BaseException as exc:  # raised below, after every call has ended
+            error = error or exc
+            continue
+        if count is None or counts.get(queue, 0) is None:
+            counts[queue] = None
+        else:
+            counts[queue] = int(counts.get(queue) or 0) + count
+    if error is not None:
+        raise error
+    return list(counts.items())
+
+
+_Message = tuple[str, str | None, int]  # (body, FIFO group, events in it)
+
+
+class _Packer:
+    """Fills packs of one trigger's events up to their bounds, appending each full one to
+    ``out`` as a message."""
+
+    def __init__(self, head: str, out: list[_Message]) -> None:
+        self._head = head
+        self._room = PACK_MAX_BYTES - pack_overhead(head)
+        self._out = out
+        self._texts: list[str] = []
+        self._size = 0
+
+    def add(self, text: str) -> None:
+        n = len(text.encode("utf-8")) + 1  # and its comma
+        if self._texts and (len(self._texts) == PACK_MAX_EVENTS or self._size + n > self._room):
+            self.flush()
+        self._texts.append(text)
+        self._size += n
+
+    def flush(self) -> None:
+        if self._texts:
+            self._out.append((encode_pack(self._head, self._texts), None, len(self._texts)))
+            self._texts, self._size = [], 0
+
+
+def _pack_text_undecoded(record: Mapping[str, Any], name: str) -> str:
+    """``_pack_text`` of an event archived whole, without decoding it: "" when it is too large
+    for a pack or lacks a required attribute (then it is decoded, and counted as missing)."""
+    doc = record["event"]
+    for attribute in _REQUIRED:
+        value = doc.get(attribute)
+        if type(value) is not str or not value:
+            return ""
+    text = dumps_compact({**doc, rp.EXTENSION: name})
+    return text if len(text.encode("utf-8")) <= _PACKABLE_BYTES else ""
+
+
+_REQUIRED = ("specversion", "id", "source", "type")
+
+
+# An event's text in a pack is at most this long (a pack of one, with the longest names); a
+# longer one goes alone.
+_PACKABLE_BYTES = PACK_MAX_BYTES - 1024
+
+
+def _pack_text(record: Mapping[str, Any], event: CloudEvent, name: str) -> str:
+    """The replayed event's JSON text for a pack ("" when it is too large for one): the archived
+    JSON carried through (it is ``codec.to_json`` of the event ingress accepted) with the
+    extension added, not the event decoded and encoded again; an event archived by reference
+    is encoded from its payload."""
+    by_reference = isinstance(record.get("dataref"), str)
+    doc = codec.to_json(event) if by_reference else dict(record["event"])
+    doc[rp.EXTENSION] = name
+    text = dumps_compact(doc)
+    return (
+        text if len(text) <= _PACKABLE_BYTES // 4 or len(text.encode()) <= _PACKABLE_BYTES else ""
+    )

@@ -45,6 +45,18 @@ def put_replay(h: Harness, name: str, start: datetime, end: datetime, **spec: An
 
 
 def drain(h: Harness, trigger: str) -> list[dict[str, Any]]:
+    """Every event of the trigger's queue as a single message would carry it (decoded SQS
+    bodies; a pack's events one by one, in its order), removed from it."""
+    return [
+        doc
+        for body in drain_bodies(h, trigger)
+        for doc in (
+            [{**body, "event": event} for event in body.pop("pack")] if "pack" in body else [body]
+        )
+    ]
+
+
+def drain_bodies(h: Harness, trigger: str) -> list[dict[str, Any]]:
     """Every message of the trigger's queue (decoded SQS bodies), removed from it."""
     queue = h.queue_of(trigger)
     out = []

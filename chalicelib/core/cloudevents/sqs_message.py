@@ -101,7 +101,7 @@ def encode_message(q: QueuedEvent) -> str:
         doc["claim"] = {"bucket": q.claim.bucket, "key": q.claim.key, "size": q.claim.size}
     doc["headers"] = dict(q.headers)
     text = dumps_compact(doc)
-    if _NOT_XML_CHAR.search(text) is not None:
+    if not text.isascii() and _NOT_XML_CHAR.search(text) is not None:
         text = json.dumps(doc, separators=(",", ":"))  # \u-escape everything outside ASCII
     return text
 
@@ -180,7 +180,7 @@ def encode_pack(head: str, events: list[str]) -> str:
     if not 1 <= len(events) <= PACK_MAX_EVENTS:
         raise ValueError(f"a pack holds 1 to {PACK_MAX_EVENTS} events")
     text = head + ",".join(events) + "]}"
-    if _NOT_XML_CHAR.search(text) is not None:
+    if not text.isascii() and _NOT_XML_CHAR.search(text) is not None:
         text = json.dumps(json.loads(text), separators=(",", ":"))
     return text
 
