@@ -158,6 +158,28 @@ def test_queue_send_receive_delete(queues: Any) -> None:
     assert queues.depth(name) == 0
 
 
+def test_queue_message_attributes_and_delay_travel_with_the_message(queues: Any) -> None:
+    name = _unique("sb-ct")
+    queues.create(name, {"VisibilityTimeout": "30"})
+    sent = [
+        OutgoingMessage("a", "with", message_attributes={"sb-attempts": "3"}),
+        OutgoingMessage("b", "without"),
+        OutgoingMessage("c", "later", delay_seconds=60, message_attributes={"sb-attempts": "1"}),
+    ]
+    assert queues.send_batch(name, sent) == []
+    got: list[Any] = []
+    for _ in range(20):
+        got += queues.receive(name, 10, 0, None)
+        if len(got) == 2:
+            break
+    assert {m.body: dict(m.message_attributes) for m in got} == {
+        "with": {"sb-attempts": "3"},
+        "without": {},
+    }  # the delayed one is not received yet
+    assert queues.receive(name, 10, 0, None) == []
+    assert queues.depth(name) == 3
+
+
 def test_queue_visibility_and_receive_count(queues: Any) -> None:
     name = _unique("sb-ct")
     queues.create(name, {"VisibilityTimeout": "30"})

@@ -14,7 +14,7 @@ import pytest
 
 from chalicelib.core import names
 from chalicelib.core.clock import utcnow
-from chalicelib.core.cloudevents.sqs_message import decode_message
+from chalicelib.core.cloudevents.sqs_message import PACK_MAX_EVENTS, decode_message
 from chalicelib.core.delivery import ordering
 from chalicelib.core.errors import (
     ImmutableFieldError,
@@ -259,7 +259,7 @@ def test_a_crash_re_sends_at_most_one_replay_batch_of_the_default_size() -> None
     h.broker()
     h.trigger("a")
     start, _ = window()
-    _send(h, 250)
+    _send(h, 2 * BATCH_EVENTS + 50)
     flush_archive(h)
     drain(h, "a")
     _, end = window()
@@ -273,7 +273,7 @@ def test_a_crash_re_sends_at_most_one_replay_batch_of_the_default_size() -> None
     )
     assert _runner(h, store, batch=BATCH_EVENTS).run("ns", "default", "r", 10.0)
     ids = _ids(drain(h, "a"))
-    assert sorted(set(ids)) == sorted(f"e{i}" for i in range(250))  # nothing lost
+    assert sorted(set(ids)) == sorted(f"e{i}" for i in range(2 * BATCH_EVENTS + 50))  # all
     assert len(ids) - len(set(ids)) == BATCH_EVENTS  # one replay batch, sent again
 
 
@@ -510,27 +510,30 @@ class _FailingQueues(MemoryQueues):
 
 
 def test_a_failed_call_among_concurrent_ones_is_not_checkpointed_past_and_is_sent_again() -> None:
-    assert BATCH_EVENTS == 100  # the replay batch docs/replay.md promises
+    assert BATCH_EVENTS == 1000  # the replay batch docs/replay.md promises
+    per_call = PACK_MAX_EVENTS * 10  # small events: full packs, ten to a call
     h = _setup({"a": None})
     start, _ = window()
-    _send(h, 250)
+    total = 2 * BATCH_EVENTS + 500
+    _send(h, total)
     flush_archive(h)
     drain(h, "a")
     _, end = window()
     put_replay(h, "r", start, end)
-    queues = _FailingQueues(h.queues, poison="e150")  # in the second batch of 100
+    # The second call of the second batch
+    queues = _FailingQueues(h.queues, poison=f"e{BATCH_EVENTS + per_call}")
     runner = _runner(h, h.store, batch=BATCH_EVENTS, queues=queues)
     with pytest.raises(UnavailableError):
         runner.run("ns", "default", "r", 10.0)
     assert queues.most[h.queue_of("a")] > 1  # the calls did overlap
     progress = _status(h, "r")["progress"]
-    assert progress["eventsRead"] == 100 and progress["eventsEnqueued"] == 100  # batch 1 only
+    assert progress["eventsRead"] == BATCH_EVENTS == progress["eventsEnqueued"]  # batch 1 only
     queues.poison = ""  # the throttling ends; the next run resumes at the checkpoint
     assert runner.run("ns", "default", "r", 10.0)
     ids = _ids(drain(h, "a"))
-    assert sorted(set(ids)) == sorted(f"e{i}" for i in range(250))  # nothing lost
-    assert len(ids) - len(set(ids)) == 90  # batch 2's other nine calls, sent again
-    assert _status(h, "r")["progress"]["eventsEnqueued"] == 250
+    assert sorted(set(ids)) == sorted(f"e{i}" for i in range(total))  # nothing lost
+    assert len(ids) - len(set(ids)) == BATCH_EVENTS - per_call  # batch 2's other call, again
+    assert _status(h, "r")["progress"]["eventsEnqueued"] == total
 
 
 def test_a_fifo_queue_gets_its_calls_one_at_a_time_in_order_beside_a_standard_queue() -> None:
@@ -549,7 +552,9 @@ def test_a_fifo_queue_gets_its_calls_one_at_a_time_in_order_beside_a_standard_qu
     for i in range(45):
         headers = {"ce-specversion": "1.0", "ce-id": f"e{i}", "ce-source": "/s", "ce-type": "t"}
         headers["ce-partitionkey"] = f"k{i % 2}"
-        assert h.post(headers, b"").status == 202
+        headers["content-type"] = "text/plain"
+        # 12 KB: one event to a pack, so that the standard queue gets several calls
+        assert h.post(headers, b"x" * 12_000).status == 202
     flush_archive(h)
     fifo = names.queue_name(h.settings.queue_prefix, "ns", "default", "o", fifo=True)
     h.queues._q(fifo)["messages"].clear()
