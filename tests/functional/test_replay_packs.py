@@ -1,0 +1,313 @@
+"""Delivery of packs (docs/replay.md) over the fakes: each event of a pack goes through the same
+passes and policy as a single message; a retried event goes back to its queue alone, with its
+attempts and its backoff; a pack is done only when each of its events is; a pack the redrive
+policy moved to the DLQ is unpacked there, and listed event by event."""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from brokerctl.event_display import EventDisplay, Received, Reply
+from chalicelib.config import Settings
+from chalicelib.core.cloudevents.json_format import dumps_compact
+from chalicelib.core.cloudevents.sqs_message import (
+    ATTEMPTS_ATTRIBUTE,
+    NOT_BEFORE_ATTRIBUTE,
+    PACK_MAX_EVENTS,
+    decode_message,
+    encode_pack,
+    pack_head,
+)
+from chalicelib.ports import HttpResponse, OutgoingMessage
+from tests.fakes import MemoryQueues, SentRequest
+from tests.functional.harness import Harness
+from tests.functional.replay_support import flush_archive, put_replay, window
+
+
+class ById:
+    """An HttpSender answering each event by its id (202 for ids it does not know)."""
+
+    def __init__(self, answers: Mapping[str, HttpResponse]) -> None:
+        self.answers = dict(answers)
+        self.sent: list[SentRequest] = []
+        self._lock = threading.Lock()
+
+    def post(
+        self, url: str, headers: Mapping[str, str], body: bytes, timeout: float
+    ) -> HttpResponse:
+        with self._lock:
+            self.sent.append(SentRequest(url, dict(headers), body, timeout))
+        return self.answers.get(headers.get("ce-id", ""), HttpResponse(202, {}, b""))
+
+    def ids(self) -> list[str]:
+        return [s.headers["ce-id"] for s in self.sent]
+
+
+def _harness(answers: Mapping[str, HttpResponse], **delivery: Any) -> tuple[Harness, ById]:
+    h = Harness()
+    sender = ById(answers)
+    h.container.sender = sender  # type: ignore[misc]
+    h.broker()
+    h.trigger("a", filter={"type": "t"}, delivery=delivery)
+    return h, sender
+
+
+def _event(i: str) -> dict[str, Any]:
+    return {
+        "specversion": "1.0",
+        "id": i,
+        "source": "/s",
+        "type": "t",
+        "datacontenttype": "text/plain",
+        "data": f"data of {i}",
+        "replayname": "r",
+    }
+
+
+def _put_pack(h: Harness, ids: list[str], queue: str | None = None) -> None:
+    head = pack_head("ns", "default", "a", {})
+    body = encode_pack(head, [dumps_compact(_event(i)) for i in ids])
+    assert h.queues.send_batch(queue or h.queue_of("a"), [OutgoingMessage("0", body)]) == []
+
+
+def _outcomes(h: Harness) -> list[tuple[str, int, str]]:
+    """(event id, attempt, outcome) of every delivery record archived."""
+    records = [json.loads(line) for line in h.archive.records]
+    return [(r["event_id"], r["attempt"], r["outcome"]) for r in records if r["kind"] == "delivery"]
+
+
+def _queued(h: Harness, queue: str) -> list[Any]:
+    return list(h.queues._q(queue)["messages"])
+
+
+REPLY = HttpResponse(
+    200,
+    {"ce-specversion": "1.0", "ce-id": "reply-1", "ce-source": "/sub", "ce-type": "reply"},
+    b"",
+)
+
+
+def test_a_pack_with_mixed_outcomes_is_done_when_each_event_is() -> None:
+    answers = {
+        "retry": HttpResponse(503, {}, b"busy"),
+        "dead": HttpResponse(400, {}, b"refused"),
+        "reply": REPLY,
+    }
+    h, sender = _harness(answers, retry=2, backoffPolicy="linear", backoffDelay="PT2S")
+    _put_pack(h, ["ok", "retry", "dead", "reply"])
+    before = time.monotonic()
+    answer = h.deliver_once("a")
+    assert answer["received"] == 1
+    assert answer.get("batchItemFailures", []) == []  # the pack is deleted: every event is done
+    assert sorted(sender.ids()) == ["dead", "ok", "reply", "retry"]
+    assert sorted(_outcomes(h)) == [
+        ("dead", 1, "dead_lettered"),
+        ("ok", 1, "delivered"),
+        ("reply", 1, "reply"),
+        ("retry", 1, "retry"),
+    ]
+    # the retried event is back in the queue alone, after its backoff, with its attempt made
+    (back,) = _queued(h, h.queue_of("a"))
+    assert decode_message(back.body).event.id == "retry"  # type: ignore[union-attr]
+    assert back.message_attributes == {ATTEMPTS_ATTRIBUTE: "1"}
+    assert back.visible_at >= before + 2
+    # the dead letter is a single event's, with Knative's error extensions
+    (dead,) = h.messages(h.dlq_of("a"))
+    assert set(dead) == {"v", "namespace", "broker", "trigger", "event", "headers"}
+    assert dead["event"]["id"] == "dead" and dead["event"]["knativeerrorcode"] == 400
+    assert dead["event"]["knativeerrordest"] == "http://sub.example/"
+    assert base64.b64decode(dead["event"]["knativeerrordata"]) == b"refused"
+    # the reply was ingested into the broker (type "reply": trigger a's filter leaves it out)
+    replies = [json.loads(r) for r in h.archive.records]
+    assert any(r["kind"] == "accepted" and r["event"]["id"] == "reply-1" for r in replies)
+
+
+def test_attempts_count_across_the_pack_and_its_single_message_to_the_dlq() -> None:
+    h, sender = _harness({"e": HttpResponse(503, {}, b"down")}, retry=2)  # 3 attempts
+    _put_pack(h, ["e", "fine"])
+    assert h.deliver_once("a").get("batchItemFailures", []) == []  # attempt 1: sent back
+    (back,) = _queued(h, h.queue_of("a"))
+    assert back.message_attributes == {ATTEMPTS_ATTRIBUTE: "1"}
+    # attempt 2 is the single message's first receive: retried in place (visibility)
+    assert len(h.deliver_once("a").get("batchItemFailures", [])) == 1
+    h.make_visible("a")
+    assert h.deliver_once("a").get("batchItemFailures", []) == []  # attempt 3: the last
+    assert sender.ids() == ["e", "fine", "e", "e"]
+    assert [o for o in _outcomes(h) if o[0] == "e"] == [
+        ("e", 1, "retry"),
+        ("e", 2, "retry"),
+        ("e", 3, "dead_lettered"),
+    ]
+    (dead,) = h.messages(h.dlq_of("a"))
+    assert dead["event"]["id"] == "e" and dead["event"]["knativeerrorcode"] == 503
+    assert h.queues.depth(h.queue_of("a")) == 0
+
+
+def test_a_failed_send_back_fails_the_whole_pack_and_it_is_received_again() -> None:
+    h, sender = _harness({"retry": HttpResponse(503, {}, b"")}, retry=5)
+    _put_pack(h, ["ok", "retry"])
+    h.queues.fail_next_sends = 1  # SQS refuses the retried event's message
+    answer = h.deliver_once("a")
+    assert len(answer["batchItemFailures"]) == 1  # the pack stays
+    pack = _queued(h, h.queue_of("a"))
+    assert len(pack) == 1 and '"pack":[' in pack[0].body
+    key = (
+        "requeue_failure_count",
+        (("broker", "default"), ("namespace", "ns"), ("trigger", "a")),
+    )
+    h.container.metrics.flush()
+    assert h.container.metrics._counters[key] == 1
+    h.make_visible("a")
+    assert h.deliver_once("a").get("batchItemFailures", []) == []
+    assert sender.ids() == ["ok", "retry", "ok", "retry"]  # delivered again: at least once
+    (back,) = _queued(h, h.queue_of("a"))
+    # the pack's second receive is attempt 2 for each of its events
+    assert back.message_attributes == {ATTEMPTS_ATTRIBUTE: "2"}
+
+
+def test_a_backoff_past_sqs_longest_delay_is_kept_by_a_not_before() -> None:
+    h, sender = _harness(
+        {"e": HttpResponse(503, {}, b"")}, retry=3, backoffPolicy="linear", backoffDelay="PT20M"
+    )
+    _put_pack(h, ["e"])
+    sent_at = int(time.time())
+    h.deliver_once("a")
+    (back,) = _queued(h, h.queue_of("a"))
+    due = int(back.message_attributes[NOT_BEFORE_ATTRIBUTE])
+    assert sent_at + 1200 <= due <= int(time.time()) + 1200
+    assert back.message_attributes[ATTEMPTS_ATTRIBUTE] == "1"
+    assert back.visible_at - time.monotonic() > 890  # SQS's longest delay: 900 s
+    h.make_visible("a")  # 900 s later: received early, sent back for the rest, not tried
+    assert h.deliver_once("a").get("batchItemFailures", []) == []
+    assert sender.ids() == ["e"]
+    (again,) = _queued(h, h.queue_of("a"))
+    assert again.message_attributes == back.message_attributes  # the same count and due time
+    assert again.receive_count == 0
+
+
+def test_a_hostile_pack_goes_the_poison_path_untouched() -> None:
+    h, sender = _harness({})
+    ids = [f"e{i}" for i in range(PACK_MAX_EVENTS + 1)]
+    body = pack_head("ns", "default", "a", {}) + ",".join(json.dumps(_event(i)) for i in ids)
+    bad_entry = pack_head("ns", "default", "a", {}) + json.dumps(_event("x")) + ',{"id":7}]}'
+    for text in (body + "]}", bad_entry):
+        h.queues.send_batch(h.queue_of("a"), [OutgoingMessage("0", text)])
+        assert h.deliver_once("a").get("batchItemFailures", []) == []
+    assert sender.sent == []  # nothing of a malformed pack is delivered
+    moved = [m.body for m in _queued(h, h.dlq_of("a"))]
+    assert moved == [body + "]}", bad_entry]  # kept whole in the DLQ, for inspection
+
+
+def test_a_pack_in_the_dlq_is_listed_event_by_event_and_unpacked_for_the_sink() -> None:
+    h, sender = _harness({}, deadLetterSink={"uri": "http://sink.example/"})
+    dlq = h.dlq_of("a")
+    _put_pack(h, ["d1", "d2", "d3"], queue=dlq)  # what the redrive policy does to a pack
+    listed = h.container.dead_letters.list("ns", "default", "a", 10)
+    assert [(i["event"]["id"], i.get("packIndex")) for i in listed["items"]] == [
+        ("d1", 0),
+        ("d2", 1),
+        ("d3", 2),
+    ]
+    assert h.container.dead_letters.list("ns", "default", "a", 2)["count"] == 2
+    # the dead-letter function splits it into single dead letters, then sends each to the sink
+    assert h.deliver_once("a", dead_letter=True).get("batchItemFailures", []) == []
+    assert sender.sent == [] and h.queues.depth(dlq) == 3
+    while h.queues.depth(dlq):
+        assert h.deliver_once("a", dead_letter=True).get("batchItemFailures", []) == []
+    assert sorted(sender.ids()) == ["d1", "d2", "d3"]
+    assert {s.url for s in sender.sent} == {"http://sink.example/"}
+
+
+def test_a_pack_in_the_dlq_is_redriven_whole_and_delivered() -> None:
+    h, sender = _harness({})
+    _put_pack(h, ["d1", "d2"], queue=h.dlq_of("a"))
+    assert h.container.dead_letters.redrive("ns", "default", "a")["redriven"] == 1
+    assert h.deliver_once("a").get("batchItemFailures", []) == []
+    assert sender.ids() == ["d1", "d2"]
+
+
+# ---- end to end over real HTTP ------------------------------------------------------------------
+
+
+class VirtualClock:
+    """The fake queues' clock: stands still while work is done, jumps when nothing is visible."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_replayed_packs_reach_a_flaky_subscriber_or_the_dlq_every_event_counted() -> None:
+    n = 600
+    flaky = random.Random(19)
+    lock = threading.Lock()
+    answers: dict[str, list[int]] = {}  # event id -> the statuses it got, in order
+
+    def subscriber(got: Received, count: int) -> Reply:
+        with lock:
+            draw = flaky.random()
+            status = 400 if draw < 0.03 else 503 if draw < 0.33 else 202
+            answers.setdefault(got.headers["ce-id"], []).append(status)
+        return Reply(status, body=f"status {status}".encode())
+
+    clock = VirtualClock()
+    with EventDisplay(responder=subscriber, keep=False) as sub:
+        settings = replace(
+            Settings(), cache_ttl_seconds=0.0, local_mode=True, replay_settle_seconds=0.0
+        )
+        h = Harness(settings=settings)
+        h.queues = MemoryQueues(clock)
+        h.container.queues = h.queues  # type: ignore[misc]
+        del h.container.sender  # the real urllib3 sender (local mode allows loopback)
+        h.broker()
+        delivery = {"retry": 2, "backoffPolicy": "linear", "backoffDelay": "PT1S"}
+        h.trigger("a", uri=sub.url, delivery=delivery)
+        start, _ = window()
+        for i in range(n):
+            assert h.send(id_=f"e{i:04d}").status == 202
+        h.queues.purge(h.queue_of("a"))  # live delivery is not what is counted here
+        flush_archive(h)
+        _, end = window()
+        put_replay(h, "r", start, end)
+        assert h.container.replay_runner.run("ns", "default", "r", 30.0)
+        queue = h.queue_of("a")
+        packs = [m for m in _queued(h, queue) if '"pack":[' in m.body]
+        assert len(packs) == -(-n // PACK_MAX_EVENTS)  # small events: full packs
+        for _ in range(10_000):  # Lambda's poller, until the queue is empty
+            if h.queues.depth(queue) == 0:
+                break
+            event = h.sqs_event(queue, batch_size=10)
+            if not event["Records"]:
+                clock.now += 1.0  # nothing visible: let a backoff pass
+                continue
+            answer = h.container.delivery.handle_sqs_event(event, None)
+            failed = {f["itemIdentifier"] for f in answer.get("batchItemFailures", [])}
+            for r in event["Records"]:
+                if r["messageId"] not in failed:
+                    h.queues.delete_message(queue, r["receiptHandle"])
+        assert h.queues.depth(queue) == 0
+        dead = {m["event"]["id"]: m["event"] for m in h.messages(h.dlq_of("a"))}
+
+    ids = {f"e{i:04d}" for i in range(n)}
+    delivered = {i for i, statuses in answers.items() if statuses[-1] == 202}
+    assert set(answers) == ids  # every event reached the subscriber
+    assert delivered | set(dead) == ids and not delivered & set(dead)  # each one end, once
+    for i, event in dead.items():
+        statuses = answers[i]
+        # the reason is the last answer; 400 at once, 503 only after retry + 1 attempts
+        assert event["knativeerrorcode"] == statuses[-1]
+        assert base64.b64decode(event["knativeerrordata"]) == f"status {statuses[-1]}".encode()
+        assert event["replayname"] == "r"
+        assert statuses[-1] == 400 or statuses == [503, 503, 503]
+    for i in delivered:
+        assert len(answers[i]) <= 3 and all(s == 503 for s in answers[i][:-1])
+    assert 5 <= sum(1 for i in dead if answers[i][-1] == 503)  # ~0.3 ** 3 of them: 16 here
