@@ -310,4 +310,4 @@ def test_replayed_packs_reach_a_flaky_subscriber_or_the_dlq_every_event_counted(
         assert statuses[-1] == 400 or statuses == [503, 503, 503]
     for i in delivered:
         assert len(answers[i]) <= 3 and all(s == 503 for s in answers[i][:-1])
-    assert 5 <= sum(1 for i in dead if answers[i][-1] == 503)  # ~0.3 ** 3 of them: 16 here
+    assert sum(1 for i in dead if answers[i][-1] == 503) >= 5  # ~0.3 ** 3 of them: 16 here
