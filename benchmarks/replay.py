@@ -4,12 +4,15 @@ side by side with the floor, reading the same archive objects alone (list, get, 
 Both run against the local runtime's embedded AWS endpoint (moto in its own process, as
 ``brokerctl dev`` starts it) with the broker's own wiring (Container, bootstrap). The archive is
 written as Firehose writes it: hour-keyed JSON-lines objects of ``accepted`` records. A replay
-runs in one bounded run, reading the objects, sending SendMessageBatch calls of 10 to the trigger's
-queue and checkpointing in DynamoDB after each replay batch (``RunnerOptions.batch_events``; the
-default, 100, is what the docs promise: a crash re-sends at most 100 events), with
-``RunnerOptions.send_concurrency`` (default 4) calls in flight. The former default (checkpoint
-every 10 events, one call at a time), the larger batch alone and 8 calls in flight are timed too,
-side by side.
+runs in one bounded run, reading the objects, sending SendMessageBatch calls of 10 messages to
+the trigger's queue and checkpointing in DynamoDB after each replay batch
+(``RunnerOptions.batch_events``; the default, 1,000, is what the docs promise: a crash re-sends at
+most 1,000 events; an archive object's end is a checkpoint too), with
+``RunnerOptions.send_concurrency`` (default 4) calls in flight, the next batch read while they
+are. By default a standard queue's events travel in packs (``RunnerOptions.packs``: about twenty
+1 KiB events a message); the former default (one event a message, checkpoint every 100) and the
+packs at the former batch are timed too, side by side, as is the local SQS endpoint alone with
+the same bytes in packs.
 Run: .venv/bin/python benchmarks/replay.py
 """
 
@@ -34,15 +37,17 @@ from chalicelib.config import Settings  # noqa: E402
 from chalicelib.container import Container  # noqa: E402
 from chalicelib.core import archive, archive_reader, names  # noqa: E402
 from chalicelib.core.clock import rfc3339  # noqa: E402
+from chalicelib.core.cloudevents.sqs_message import PACK_MAX_BYTES  # noqa: E402
 from chalicelib.services.replays import BATCH_EVENTS, SEND_CONCURRENCY  # noqa: E402
 
 EVENTS = int(os.environ.get("REPLAY_EVENTS", "5000"))
 PER_OBJECT = 500  # records per archive object (Firehose: whatever its buffer held)
 ROUNDS = 3
-# (batch_events, send_concurrency): the former default, the larger batch alone, the default, and
-# more calls in flight. (A batch of 10 is one call: concurrency does not apply to it.)
-CONFIGS = ((10, 1), (100, 1), (100, 4), (100, 8))
-DEFAULT = (100, 4)
+# (batch_events, send_concurrency, packs): the former default (one event a message), packs at the
+# former batch, the default, and more calls in flight.
+CONFIGS = ((100, 4, False), (100, 4, True), (1000, 4, True), (1000, 8, True))
+FORMER = (100, 4, False)
+DEFAULT = (1000, 4, True)
 
 
 def _archive(c: Container, start: datetime) -> list[str]:
@@ -90,34 +95,43 @@ def _read_floor(c: Container, start: datetime, end: datetime) -> float:
     return elapsed
 
 
-def _send_floor(c: Container, queue: str, pool: ThreadPoolExecutor | None = None) -> float:
-    """Seconds to send ``EVENTS`` messages of the same size in SendMessageBatch calls of 10 with
-    nothing else (one at a time, or ``pool``'s workers at a time): what the local SQS endpoint
-    costs by itself."""
+def _send_floor(
+    c: Container, queue: str, pool: ThreadPoolExecutor | None = None, per_message: int = 1
+) -> float:
+    """Seconds to send ``EVENTS`` events of the same size in SendMessageBatch calls of 10
+    messages of ``per_message`` events each, with nothing else (one call at a time, or
+    ``pool``'s workers at a time): what the local SQS endpoint costs by itself."""
     from chalicelib.ports import OutgoingMessage
 
-    body = "x" * 1400  # about the size of a queued 1 KiB event
+    body = "x" * 1200 * per_message  # about the size of queued 1 KiB events
+    messages = -(-EVENTS // per_message)
 
     def send(first: int) -> None:
-        batch = [OutgoingMessage(str(i), body) for i in range(min(10, EVENTS - first))]
+        batch = [OutgoingMessage(str(i), body) for i in range(min(10, messages - first))]
         assert c.queues.send_batch(queue, batch) == []
 
     began = time.perf_counter()
     if pool is None:
-        for first in range(0, EVENTS, 10):
+        for first in range(0, messages, 10):
             send(first)
     else:
-        list(pool.map(send, range(0, EVENTS, 10)))
+        list(pool.map(send, range(0, messages, 10)))
     return time.perf_counter() - began
 
 
-def _replay(c: Container, start: datetime, end: datetime, batch: int, concurrency: int) -> float:
+def _replay(
+    c: Container, start: datetime, end: datetime, batch: int, concurrency: int, packs: bool
+) -> float:
     name = f"r{uuid.uuid4().hex[:8]}"
     body = {"spec": {"from": rfc3339(start), "to": rfc3339(end), "triggers": ["t"]}}
     c.replays.put("bench", "default", name, body)
     runner = c.replay_runner
     runner._options = replace(
-        runner._options, batch_events=batch, send_concurrency=concurrency, settle_seconds=0.0
+        runner._options,
+        batch_events=batch,
+        send_concurrency=concurrency,
+        packs=packs,
+        settle_seconds=0.0,
     )
     began = time.perf_counter()
     assert runner.run("bench", "default", name, 3600.0)
@@ -130,6 +144,7 @@ def _replay(c: Container, start: datetime, end: datetime, batch: int, concurrenc
 def main() -> None:
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
+    load = os.getloadavg()
     aws = EmbeddedAws("127.0.0.1", free_port())
     endpoint = aws.start()
     try:
@@ -148,19 +163,23 @@ def main() -> None:
         reads: list[float] = []
         sends: list[float] = []
         sends_concurrent: list[float] = []
-        replays: dict[tuple[int, int], list[float]] = {k: [] for k in CONFIGS}
-        assert DEFAULT == (BATCH_EVENTS, SEND_CONCURRENCY)
+        sends_packed: list[float] = []
+        replays: dict[tuple[int, int, bool], list[float]] = {k: [] for k in CONFIGS}
+        assert DEFAULT == (BATCH_EVENTS, SEND_CONCURRENCY, True)
+        per_pack = (PACK_MAX_BYTES - 200) // 1200  # 1 KiB events a pack holds
         pool = ThreadPoolExecutor(SEND_CONCURRENCY)
         for _ in range(ROUNDS):
             reads.append(_read_floor(c, start, end))
             sends.append(_send_floor(c, queue))
             sends_concurrent.append(_send_floor(c, queue, pool))
-            for batch, concurrency in CONFIGS:
-                replays[batch, concurrency].append(_replay(c, start, end, batch, concurrency))
+            sends_packed.append(_send_floor(c, queue, per_message=per_pack))
+            for config in CONFIGS:
+                replays[config].append(_replay(c, start, end, *config))
         pool.shutdown()
         read_s = statistics.median(reads)
         send_eps = EVENTS / statistics.median(sends)
         send_c_eps = EVENTS / statistics.median(sends_concurrent)
+        send_p_eps = EVENTS / statistics.median(sends_packed)
         replay_s = {k: statistics.median(v) for k, v in replays.items()}
         read_eps = EVENTS / read_s
         eps = {k: EVENTS / s for k, s in replay_s.items()}
@@ -172,37 +191,52 @@ def main() -> None:
                 f"{EVENTS / send_c_eps * 1000:,.0f}",
                 f"{send_c_eps:,.0f}",
             ),
+            (
+                f"SendMessageBatch x10 alone, {per_pack} events a message",
+                f"{EVENTS / send_p_eps * 1000:,.0f}",
+                f"{send_p_eps:,.0f}",
+            ),
         ]
-        for b, n in CONFIGS:
-            label = f"replay, checkpoint every {b} events, {n} call(s) in flight"
-            if (b, n) == DEFAULT:
+        for b, n, packed in CONFIGS:
+            label = f"replay, {'packs' if packed else 'one event a message'}, checkpoint every "
+            label += f"{b} events, {n} calls in flight"
+            if (b, n, packed) == DEFAULT:
                 label += " (default)"
-            rows.append((label, f"{replay_s[b, n] * 1000:,.0f}", f"{eps[b, n]:,.0f}"))
+            elif (b, n, packed) == FORMER:
+                label += " (former default)"
+            rows.append(
+                (label, f"{replay_s[b, n, packed] * 1000:,.0f}", f"{eps[b, n, packed]:,.0f}")
+            )
         print(f"{EVENTS} events of 1 KiB in {EVENTS // PER_OBJECT} objects, median of {ROUNDS}")
+        print(f"load average before the run: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
         print_table(rows, ("path", "ms", "events/s"))
         write_result(
             "replay",
             {
                 "events_per_s": eps[DEFAULT],
                 "replay_ratio_vs_read": eps[DEFAULT] / read_eps,
-                "events_per_s_batch10_sequential": eps[10, 1],
-                "events_per_s_batch100_sequential": eps[100, 1],
-                "events_per_s_batch100_8_in_flight": eps[100, 8],
+                "events_per_s_former_default": eps[FORMER],
+                "events_per_s_packs_batch100": eps[100, 4, True],
+                "events_per_s_packs_8_in_flight": eps[1000, 8, True],
                 "read_events_per_s": read_eps,
                 "send_alone_events_per_s": send_eps,
                 "send_alone_concurrent_events_per_s": send_c_eps,
-                "replay_ratio_vs_send_alone": eps[DEFAULT] / send_eps,
-                "replay_ratio_vs_send_alone_concurrent": eps[DEFAULT] / send_c_eps,
-                "speedup_vs_batch10_sequential": eps[DEFAULT] / eps[10, 1],
+                "send_alone_packed_events_per_s": send_p_eps,
+                "replay_ratio_vs_send_alone_packed": eps[DEFAULT] / send_p_eps,
+                "send_alone_packed_ratio_vs_read": send_p_eps / read_eps,
+                "speedup_vs_former_default": eps[DEFAULT] / eps[FORMER],
+                "load_average_1m": load[0],
             },
             f"{EVENTS} archived 1 KiB events replayed to one trigger's standard SQS queue on local "
-            f"mode (embedded moto), checkpoint (DynamoDB) every {BATCH_EVENTS} events, "
-            f"{SEND_CONCURRENCY} SendMessageBatch calls in flight (the defaults); the floor reads "
-            "the same objects alone (list, get, parse, select); the local SQS endpoint alone (the "
-            "same number of SendMessageBatch calls, nothing else, one at a time and "
-            f"{SEND_CONCURRENCY} in flight) is timed too, as the bound moto puts on any replay; "
-            "the former default (every 10 events, one call at a time), the larger batch alone and "
-            "8 calls in flight are timed in the same run",
+            f"mode (embedded moto), in packs of about {per_pack} events, checkpoint (DynamoDB) "
+            f"every {BATCH_EVENTS} events or archive object, {SEND_CONCURRENCY} SendMessageBatch "
+            "calls in flight, the next batch read meanwhile (the defaults); the floor reads the "
+            "same objects alone (list, get, parse, select); the local SQS endpoint alone (the "
+            "same events, nothing else: one event a message one call at a time and "
+            f"{SEND_CONCURRENCY} in flight, and {per_pack} events a message) is timed too, as the "
+            "bound moto puts on any replay; the former default (one event a message, checkpoint "
+            "every 100 events), packs at that batch and 8 calls in flight are timed in the same "
+            "run",
         )
     finally:
         aws.stop()
