@@ -590,7 +590,9 @@ class Delivery:
         if packed and self._role.unpacks:
             self._unpack(queue, record, entries)
             return []
-        carried = record.get("messageAttributes")
+        # A DLQ's messages count their own attempts (a sink's): what a retried event carried on
+        # its trigger's queue was about the subscriber.
+        carried = None if names.is_dlq(queue) else record.get("messageAttributes")
         if carried:
             attempt += attempts_made(carried)
             if self._wait_longer(queue, record, carried, entries[0]):

@@ -16,12 +16,15 @@ from typing import Any
 
 from brokerctl.event_display import EventDisplay, Received, Reply
 from chalicelib.config import Settings
+from chalicelib.core.cloudevents import codec
 from chalicelib.core.cloudevents.json_format import dumps_compact
 from chalicelib.core.cloudevents.sqs_message import (
     ATTEMPTS_ATTRIBUTE,
     NOT_BEFORE_ATTRIBUTE,
     PACK_MAX_EVENTS,
+    QueuedEvent,
     decode_message,
+    encode_message,
     encode_pack,
     pack_head,
 )
@@ -311,3 +314,19 @@ def test_replayed_packs_reach_a_flaky_subscriber_or_the_dlq_every_event_counted(
     for i in delivered:
         assert len(answers[i]) <= 3 and all(s == 503 for s in answers[i][:-1])
     assert sum(1 for i in dead if answers[i][-1] == 503) >= 5  # ~0.3 ** 3 of them: 16 here
+
+
+def test_attempts_carried_to_the_dlq_by_the_redrive_policy_are_not_the_sinks() -> None:
+    h, sender = _harness(
+        {"e": HttpResponse(503, {}, b"")}, retry=1, deadLetterSink={"uri": "http://sink.example/"}
+    )
+    single = encode_message(
+        QueuedEvent("ns", "default", "a", codec.from_json(_event("e")), None, {})
+    )
+    carried = {ATTEMPTS_ATTRIBUTE: "5", NOT_BEFORE_ATTRIBUTE: str(2**40)}
+    # a retried event that kept crashing, moved with its attributes by the redrive policy
+    h.queues.send_batch(h.dlq_of("a"), [OutgoingMessage("0", single, message_attributes=carried)])
+    answer = h.deliver_once("a", dead_letter=True)
+    assert sender.ids() == ["e"]  # tried at once, not held by the subscriber's not-before
+    assert len(answer["batchItemFailures"]) == 1  # the sink's attempt 1 of 2: retried
+    assert _outcomes(h) == [("e", 1, "retry")]
