@@ -330,3 +330,35 @@ def test_attempts_carried_to_the_dlq_by_the_redrive_policy_are_not_the_sinks() -
     assert sender.ids() == ["e"]  # tried at once, not held by the subscriber's not-before
     assert len(answer["batchItemFailures"]) == 1  # the sink's attempt 1 of 2: retried
     assert _outcomes(h) == [("e", 1, "retry")]
+
+
+def test_max_rate_copies_a_packs_events_back_alone_with_their_attempts() -> None:
+    from chalicelib.core.resources.broker import MAX_RATE_ANNOTATION
+
+    h = Harness()
+    sender = ById({})
+    c = h.container
+    c.sender = sender  # type: ignore[misc]
+    waits: list[float] = []
+    c.delivery_parts = replace(  # type: ignore[misc]
+        c.delivery_parts, rate_horizon=2.0, rate_hold=2.0, sleep=waits.append
+    )
+    h.broker()
+    body = {
+        "metadata": {"name": "a", "annotations": {MAX_RATE_ANNOTATION: "1"}},
+        "spec": {"broker": "default", "subscriber": {"uri": "http://sub.example/"}},
+    }
+    c.triggers.put("ns", "a", body)
+    ids = [f"e{i}" for i in range(10)]
+    _put_pack(h, ids)
+    assert len(h.queues.receive(h.queue_of("a"), 10, 0, 30)) == 1  # a receive that crashed
+    h.make_visible("a")
+    assert h.deliver_once("a").get("batchItemFailures", []) == []  # the second: attempt 2
+    sent = sender.ids()
+    assert len(sent) == 3  # one token in the bucket, two a second apart within the horizon
+    copies = _queued(h, h.queue_of("a"))
+    assert sorted(decode_message(m.body).event.id for m in copies) == sorted(  # type: ignore[union-attr]
+        set(ids) - set(sent)
+    )
+    # never tried in that receive: the copy carries the attempts made before it (1)
+    assert {tuple(m.message_attributes.items()) for m in copies} == {((ATTEMPTS_ATTRIBUTE, "1"),)}
