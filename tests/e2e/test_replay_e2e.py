@@ -1,6 +1,7 @@
 """Replay end to end on the local runtime (docs/replay.md): events sent, archived by the local
-Firehose (moto) to S3, replayed with ``brokerctl replay create --wait`` to one chosen trigger, and
-seen again by its subscriber with ``replayname``; the other trigger gets nothing more."""
+Firehose (moto) to S3, replayed with ``brokerctl replay create --wait`` to one chosen trigger (in a
+pack), and seen again by its subscriber with ``replayname``, one of them after a retry (sent back
+to the queue alone); the other trigger gets nothing more."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
-from brokerctl.event_display import EventDisplay
+from brokerctl.event_display import EventDisplay, Received, Reply
 from tests.e2e.conftest import ROOT, LocalBroker
 
 pytestmark = pytest.mark.e2e
@@ -29,9 +30,21 @@ def _trigger(name: str, uri: str) -> dict[str, object]:
     }
 
 
+def _fail_first_replay_of_o1(got: Received, n: int) -> Reply:
+    first = got.headers.get("ce-replayname") == "again" and got.headers.get("ce-id") == "o1"
+    if first and not _failed:
+        _failed.append(n)
+        return Reply(503)
+    return Reply(202)
+
+
+_failed: list[int] = []
+
+
 def test_replay_resends_archived_events_to_the_chosen_trigger(local_broker: LocalBroker) -> None:
     ns = f"replay-{uuid.uuid4().hex[:6]}"
-    with EventDisplay() as orders, EventDisplay() as audit:
+    _failed.clear()
+    with EventDisplay(responder=_fail_first_replay_of_o1) as orders, EventDisplay() as audit:
         assert local_broker.put(ns, "brokers", "default", {}).status_code == 201
         for name, sink in (("orders", orders), ("audit", audit)):
             r = local_broker.put(ns, "triggers", name, _trigger(name, sink.url))
@@ -66,10 +79,12 @@ def test_replay_resends_archived_events_to_the_chosen_trigger(local_broker: Loca
         assert cli.returncode == 0, cli.stdout + cli.stderr
         assert "succeeded" in cli.stdout and "3 event(s) read, 3 enqueued" in cli.stdout
 
-        assert orders.wait_for(lambda got: len(got) >= 6, timeout=30)
+        assert orders.wait_for(lambda got: len(got) >= 7, timeout=30)
         replayed = [g for g in orders.received if g.headers.get("ce-replayname") == "again"]
-        assert sorted(g.headers["ce-id"] for g in replayed) == ["o0", "o1", "o2"]
-        assert sorted(g.body for g in replayed) == [b"order 0", b"order 1", b"order 2"]
+        # o1 twice: refused once (503), sent back to the queue alone, delivered on its retry
+        assert sorted(g.headers["ce-id"] for g in replayed) == ["o0", "o1", "o1", "o2"]
+        assert sorted(set(g.body for g in replayed)) == [b"order 0", b"order 1", b"order 2"]
+        assert len(_failed) == 1
         doc = httpx.get(f"{local_broker.cp(ns)}/brokers/default/replays/again").json()
         succeeded = next(c for c in doc["status"]["conditions"] if c["type"] == "Succeeded")
         assert succeeded["status"] == "True"
