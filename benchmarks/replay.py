@@ -10,9 +10,9 @@ the trigger's queue and checkpointing in DynamoDB after each replay batch
 most 1,000 events; an archive object's end is a checkpoint too), with
 ``RunnerOptions.send_concurrency`` (default 4) calls in flight, the next batch read while they
 are. By default a standard queue's events travel in packs (``RunnerOptions.packs``: about twenty
-1 KiB events a message); the former default (one event a message, checkpoint every 100) and the
-packs at the former batch are timed too, side by side, as is the local SQS endpoint alone with
-the same bytes in packs.
+1 KiB events a message); the former default (one event a message, checkpoint every 100), the
+packs at the former batch, one call at a time and 8 in flight are timed too, side by side, as is
+the local SQS endpoint alone with the same bytes in packs.
 Run: .venv/bin/python benchmarks/replay.py
 """
 
@@ -44,8 +44,9 @@ EVENTS = int(os.environ.get("REPLAY_EVENTS", "5000"))
 PER_OBJECT = 500  # records per archive object (Firehose: whatever its buffer held)
 ROUNDS = 3
 # (batch_events, send_concurrency, packs): the former default (one event a message), packs at the
-# former batch, the default, and more calls in flight.
-CONFIGS = ((100, 4, False), (100, 4, True), (1000, 4, True), (1000, 8, True))
+# former batch, packs one call at a time (nothing in the background), the default, and more calls
+# in flight.
+CONFIGS = ((100, 4, False), (100, 4, True), (1000, 1, True), (1000, 4, True), (1000, 8, True))
 FORMER = (100, 4, False)
 DEFAULT = (1000, 4, True)
 
@@ -217,6 +218,7 @@ def main() -> None:
                 "replay_ratio_vs_read": eps[DEFAULT] / read_eps,
                 "events_per_s_former_default": eps[FORMER],
                 "events_per_s_packs_batch100": eps[100, 4, True],
+                "events_per_s_packs_one_call_at_a_time": eps[1000, 1, True],
                 "events_per_s_packs_8_in_flight": eps[1000, 8, True],
                 "read_events_per_s": read_eps,
                 "send_alone_events_per_s": send_eps,
@@ -235,8 +237,8 @@ def main() -> None:
             "same events, nothing else: one event a message one call at a time and "
             f"{SEND_CONCURRENCY} in flight, and {per_pack} events a message) is timed too, as the "
             "bound moto puts on any replay; the former default (one event a message, checkpoint "
-            "every 100 events), packs at that batch and 8 calls in flight are timed in the same "
-            "run",
+            "every 100 events), packs at that batch, packs one call at a time (nothing in the "
+            "background) and 8 calls in flight are timed in the same run",
         )
     finally:
         aws.stop()

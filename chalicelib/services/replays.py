@@ -354,13 +354,16 @@ class ReplayRunner:
         position = reader.Position(str(state.get("key", "")), int(state.get("offset", 0)))
         records = self._records(replay, position)
         batch = self._next_batch(replay, records, position)
+        messages = self._messages(replay, routes, extra, batch)
         while True:
-            # The next batch is read while this one's calls are in flight; it is sent only
-            # once this one is checkpointed (a crash re-sends at most one batch).
-            sending = self._start(replay, routes, extra, batch)
-            following = None
+            # The next batch is read and made into messages while this one's calls are in
+            # flight; it is sent only once this one is checkpointed (a crash re-sends at most
+            # one batch).
+            sending = self._start(replay, messages)
+            following: tuple[_Batch, _Messages] | None = None
             if not batch.end and self._monotonic() < deadline:
-                following = self._next_batch(replay, records, batch.position)
+                more = self._next_batch(replay, records, batch.position)
+                following = more, self._messages(replay, routes, extra, more)
             sent, missing_payloads = sending()
             position = batch.position
             state.update(
@@ -389,7 +392,7 @@ class ReplayRunner:
                 return False
             stored = self._checkpoint(stored, state)
             assert following is not None
-            batch = following
+            batch, messages = following
 
     def _finish(self, stored: Stored[rp.Replay], phase: str, reason: str, message: str) -> None:
         state = {
@@ -480,17 +483,16 @@ class ReplayRunner:
             log.warning("replay: event %r cannot be re-read: %s", event_id, exc)
             return None
 
-    def _start(
+    def _messages(
         self,
         replay: rp.Replay,
         routes: Sequence[Route],
         extra: Filter | None,
         batch: _Batch,
-    ) -> Callable[[], tuple[int, int]]:
-        """Start enqueueing a batch; what waits for its calls and answers (events sent, one per
-        event and trigger; events whose payload is gone), raising the first failure. A standard
-        queue's events go in packs, but one too large for a pack (a claim check, or close to
-        it) goes alone; a FIFO queue's each alone, in order."""
+    ) -> _Messages:
+        """A batch's messages per queue, and the number of its events whose payload is gone. A
+        standard queue's events go in packs, but one too large for a pack (a claim check, or
+        close to it) goes alone; a FIFO queue's each alone, in order."""
         per_queue: dict[str, list[_Message]] = {}
         packers: dict[str, _Packer] = {}
         missing = 0
@@ -549,6 +551,12 @@ class ReplayRunner:
                 per_queue.setdefault(route.queue, []).append((body, group, 1))
         for packer in packers.values():
             packer.flush()
+        return per_queue, missing
+
+    def _start(self, replay: rp.Replay, messages: _Messages) -> Callable[[], tuple[int, int]]:
+        """Start sending a batch's messages; what waits for the calls and answers (events sent,
+        one per event and trigger; events whose payload is gone), raising the first failure."""
+        per_queue, missing = messages
         calls = self._send_queues(per_queue)
 
         def finish() -> tuple[int, int]:
@@ -627,6 +635,7 @@ def _collect(futures: list[tuple[str, Future[int | None]]]) -> list[tuple[str, i
 
 
 _Message = tuple[str, str | None, int]  # (body, FIFO group, events in it)
+_Messages = tuple[dict[str, list[_Message]], int]  # (per queue, events whose payload is gone)
 
 
 class _Packer:
