@@ -69,7 +69,11 @@ class FileSpool:
             raise UnavailableError(f"archive spool {self._directory}: {exc}") from exc
 
     def _open(self) -> None:
-        os.makedirs(self._directory, mode=0o700, exist_ok=True)
         self._n += 1
         self._path = os.path.join(self._directory, f"{self._stem}.{self._n}{CARRYING}")
-        self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        try:
+            self._fd = os.open(self._path, flags, 0o600)
+        except FileNotFoundError:  # the first file (or the directory was removed): make it
+            os.makedirs(self._directory, mode=0o700, exist_ok=True)
+            self._fd = os.open(self._path, flags, 0o600)

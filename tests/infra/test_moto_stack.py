@@ -340,7 +340,7 @@ def test_deploy_project_gets_the_stack_outputs_and_resolved_policies(
     )
     env = chalice_project.stage_environment(template, deployed)
     layer = "arn:aws:lambda:us-east-1:123456789012:layer:serverless-broker-prod-archive-spool:1"
-    project = chalice_project.prepare(tmp_path / "project", "prod", env, resolver, [layer])
+    project = chalice_project.prepare(tmp_path / "project", "prod", env, resolver, layers=[layer])
     config = json.loads((project / ".chalice" / "config.json").read_text())
     assert config["stages"]["prod"]["layers"] == [layer]  # the spool extension (spool_layer.py)
     stage_env = config["stages"]["prod"]["environment_variables"]
