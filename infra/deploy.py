@@ -492,9 +492,10 @@ def package(stage: str, region: str | None, out: Path, public_url: str | None) -
     sam = json.loads(sam_path.read_text(encoding="utf-8"))
     patched = chalice_project.patch_package(sam, config, stage, load_template(), public_url)
     sam_path.write_text(json.dumps(patched, indent=2) + "\n")
+    extra = "deployment.zip"
     if spool_layer.LAYER_ID in patched["Resources"]:
-        spool_layer.write_zip(out)
-    print(f"package: {sam_path} (+ deployment.zip)")
+        extra += f", {spool_layer.write_zip(out).name}"
+    print(f"package: {sam_path} (+ {extra})")
     return sam_path
 
 
