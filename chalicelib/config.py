@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 APP_NAME = "serverless-broker"
+# The carry spool's directory on Lambda (the shutdown extension's default is the same).
+SPOOL_DIR = "/tmp/broker-archive-spool"
 
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -77,6 +79,9 @@ class Settings:
     # On Lambda: a warm container carries archive records to a later invocation for up to this
     # long (services/archiver.py, docs/cost.md); 0: written before the function answers.
     archive_carry_seconds: float = 0.0
+    # Where carried archive records are also spooled for the shutdown extension (services/
+    # archiver.py, infra/spool_extension/); None: not spooled. Defaults on Lambda when carrying.
+    archive_spool_dir: str | None = None
     subscriber_allowlist: tuple[str, ...] = field(default_factory=tuple)
     # Replays (docs/replay.md) start this long after their spec.to, when the archive holds every
     # record of the range: Firehose's buffer interval plus a margin (the template's
@@ -148,6 +153,8 @@ class Settings:
             archive_carry_seconds=min(
                 300.0, max(0.0, float(number("BROKER_ARCHIVE_CARRY_SECONDS", "0", float)))
             ),
+            archive_spool_dir=env.get("BROKER_ARCHIVE_SPOOL_DIR")
+            or (SPOOL_DIR if env.get("AWS_LAMBDA_FUNCTION_NAME") else None),
             replay_settle_seconds=max(
                 0.0,
                 float(

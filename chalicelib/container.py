@@ -94,7 +94,15 @@ class Container:
     def archive(self) -> Archive:
         from chalicelib.adapters.firehose_archive import FirehoseArchive
 
-        return FirehoseArchive(self.clients, self.settings.archive_stream)
+        firehose = FirehoseArchive(self.clients, self.settings.archive_stream)
+        spool_dir = self.settings.archive_spool_dir
+        if spool_dir is None or self.settings.archive_carry_seconds <= 0:
+            return firehose
+        # Carried records are spooled where the shutdown extension finds them (docs/cost.md).
+        from chalicelib.adapters.archive_spool import FileSpool
+        from chalicelib.services.archiver import SpooledArchive
+
+        return SpooledArchive(firehose, lambda role: FileSpool(spool_dir, role))
 
     @cached_property
     def sender(self) -> HttpSender:
