@@ -181,6 +181,8 @@ def _configure_logging() -> None:
     broker.addHandler(handler)
     broker.setLevel(logging.INFO)
     broker.propagate = False
+    # Here every delivery is shown (deployed, a success is DEBUG: CloudWatch Logs bills by GB).
+    logging.getLogger("broker.delivery").setLevel(logging.DEBUG)
 
 
 class LocalRuntime:
