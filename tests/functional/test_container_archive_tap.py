@@ -26,17 +26,15 @@ class Tap:
         self.kept.put(records)
 
 
+PORTS = ("store", "queues", "mappings", "blobs", "blob_listing", "sender", "seen_events",
+         "rate_limiter")  # fmt: skip
+
+
 def container_without_archive(h: Harness) -> Container:
     """The harness's fakes in a fresh container, all but the archive (the adapter stays)."""
     c = Container(h.settings)
-    c.store = h.store  # type: ignore[misc]
-    c.queues = h.queues  # type: ignore[misc]
-    c.mappings = h.mappings  # type: ignore[misc]
-    c.blobs = h.blobs  # type: ignore[misc]
-    c.blob_listing = h.blobs  # type: ignore[misc]
-    c.sender = h.sender  # type: ignore[misc]
-    c.seen_events = h.seen  # type: ignore[misc]
-    c.rate_limiter = h.rate  # type: ignore[misc]
+    for port in PORTS:
+        setattr(c, port, getattr(h.container, port))
     return c
 
 
