@@ -115,9 +115,10 @@ class Affix:
         if not self.ignore_case:
             return value.endswith(self.text) if self.at_end else value.startswith(self.text)
         # Only the end that can match is casefolded, not a whole (possibly long) value; a value
-        # shorter than the text is compared whole (as equals-ignore-case compares it).
-        n = len(self.text)
-        part = value[max(len(value) - n, 0) :] if self.at_end else value[:n]
+        # no longer than the text is compared whole (as equals-ignore-case compares it).
+        n, part = len(self.text), value
+        if len(value) > n:
+            part = value[len(value) - n :] if self.at_end else value[:n]
         return part.casefold() == self.text.casefold()
 
     def describe(self) -> str:
