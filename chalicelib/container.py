@@ -106,6 +106,8 @@ class Container:
         from chalicelib.adapters.firehose_archive import FirehoseArchive
 
         self._archive_built = True
+        if self.settings.archive_carry_off:
+            log.warning(self.settings.archive_carry_off)
         archive: Archive = FirehoseArchive(self.clients, self.settings.archive_stream)
         if self._archive_tap is not None:
             archive = self._archive_tap(archive)

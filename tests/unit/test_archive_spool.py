@@ -6,6 +6,7 @@ is bounded as the carry is, and what the extension cannot send is counted."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,11 +14,12 @@ import pytest
 
 from chalicelib.adapters.archive_spool import FileSpool
 from chalicelib.adapters.firehose_archive import FirehoseArchive
-from chalicelib.config import SPOOL_DIR, Settings
+from chalicelib.config import SPOOL_DIR, SPOOL_EXTENSION, Settings
 from chalicelib.container import Container
 from chalicelib.services.archiver import CARRY_BYTES, FLUSH_RECORDS, Archiver, SpooledArchive
 from chalicelib.services.metrics import Metrics
 from infra.spool_extension import extension
+from infra.spool_layer import EXTENSION_NAME
 from tests.fakes import MemoryArchive
 
 
@@ -213,3 +215,36 @@ def test_nothing_spooled_nothing_sent_nothing_emitted(tmp_path: Path) -> None:
     out: list[str] = []
     extension.emit(report, "ServerlessBroker", out.append)
     assert out == []
+
+
+def test_lambda_without_the_shutdown_extension_does_not_carry(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stage deployed without the spool layer (a bare ``chalice deploy``) would lose what an idle
+    container carries: it writes before answering instead, and says why once."""
+    env = {
+        "BROKER_STAGE": "prod",
+        "AWS_LAMBDA_FUNCTION_NAME": "serverless-broker-prod",
+        "BROKER_ARCHIVE_CARRY_SECONDS": "1",
+        "BROKER_EXTENSIONS_DIR": str(tmp_path),
+        "BROKER_ARCHIVE_SPOOL_DIR": str(tmp_path / "spool"),
+    }
+    bare = Settings.from_env(env)
+    assert bare.archive_carry_seconds == 0.0
+    assert bare.archive_carry_off is not None
+    assert str(tmp_path / SPOOL_EXTENSION) in bare.archive_carry_off
+    with caplog.at_level(logging.WARNING):
+        assert isinstance(Container(bare).archive, FirehoseArchive)
+    assert [r.getMessage() for r in caplog.records] == [bare.archive_carry_off]
+
+    (tmp_path / SPOOL_EXTENSION).write_text("#!/bin/sh\n")
+    layered = Settings.from_env(env)
+    assert layered.archive_carry_seconds == 1.0 and layered.archive_carry_off is None
+    assert isinstance(Container(layered).archive, SpooledArchive)
+    # Off Lambda (local mode, tests) there is no extension to look for.
+    local = Settings.from_env({k: v for k, v in env.items() if k != "AWS_LAMBDA_FUNCTION_NAME"})
+    assert local.archive_carry_seconds == 1.0 and local.archive_carry_off is None
+
+
+def test_the_extension_name_is_the_layers() -> None:
+    assert SPOOL_EXTENSION == EXTENSION_NAME
