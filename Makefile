@@ -22,15 +22,17 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 
 install: $(STAMP)
 
-# The metrics report test and the console test (Playwright) use Debian's headless Chromium.
+# The metrics report test and the console test (Playwright) use Debian's headless Chromium; the
+# console test also runs in Debian's Firefox ESR (over WebDriver BiDi: tests/e2e/firefox_bidi.py).
 CHROMIUM := /usr/bin/chromium
-$(CHROMIUM):
+FIREFOX := /usr/bin/firefox-esr
+$(CHROMIUM) $(FIREFOX):
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "installing chromium (for the report test)"; \
-		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-			|| echo "warning: chromium could not be installed: the browser test will be skipped"; \
+		echo "installing $(notdir $@) (for the browser tests)"; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(notdir $@) >/dev/null) \
+			|| echo "warning: $(notdir $@) could not be installed: its browser test will be skipped"; \
 	else \
-		echo "note: no $(CHROMIUM) and not root: the browser test will be skipped (apt-get install chromium)"; \
+		echo "note: no $@ and not root: its browser test will be skipped (apt-get install $(notdir $@))"; \
 	fi
 
 # LocalStack's runtime, in host mode (no Docker), in a virtualenv of its own: it needs Python >= 3.12
@@ -54,7 +56,7 @@ run: $(STAMP)
 # rest (local runtimes, emulators, Spark, fault injection, timing) one test at a time, as their
 # deadlines assume. PYTEST_ARGS runs what it names, in one process.
 IN_PROCESS := tests/unit tests/functional tests/fuzz
-test: $(STAMP) $(CHROMIUM) $(LS_STAMP)
+test: $(STAMP) $(CHROMIUM) $(FIREFOX) $(LS_STAMP)
 ifeq ($(strip $(PYTEST_ARGS)),)
 	$(PY) -m pytest -W error -n 2 --durations=10 $(IN_PROCESS)
 	$(PY) -m pytest -W error --durations=25 $(addprefix --ignore=,$(IN_PROCESS))

@@ -18,6 +18,7 @@ import json
 import math
 import os
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -196,7 +197,12 @@ def idle_usd_per_trigger_month(
 CP = "/apis/eventing.knative.dev/v1/namespaces/bench"
 SINGLES = 400
 PRODUCERS = 8  # concurrent single-event producers: a busy broker (the trickle shape has 1)
-CARRY_SECONDS = 1.0  # BROKER_ARCHIVE_CARRY_SECONDS for this run, as in the prod stage
+# BROKER_ARCHIVE_CARRY_SECONDS for this run: the prod stage's, as shipped (.chalice/config.json).
+CARRY_SECONDS = float(
+    json.loads(CHALICE_CONFIG.read_text(encoding="utf-8"))["stages"]["prod"][
+        "environment_variables"
+    ]["BROKER_ARCHIVE_CARRY_SECONDS"]
+)
 BATCHES = 20
 LARGE = 10
 LARGE_BYTES = 300 * 1024  # over the claim-check size (services/claims.py INLINE_LIMIT)
@@ -282,6 +288,9 @@ def measure() -> list[Shape]:
     # not local mode's background window.
     os.environ["BROKER_ARCHIVE_BATCH_SECONDS"] = "0"
     os.environ["BROKER_ARCHIVE_CARRY_SECONDS"] = str(CARRY_SECONDS)
+    # and spool what they carry for the shutdown extension, as on Lambda (a directory of its own)
+    spool_dir = tempfile.mkdtemp(prefix="cost-spool-")
+    os.environ["BROKER_ARCHIVE_SPOOL_DIR"] = spool_dir
     opts = DevOptions(port=free_port(), aws_port=free_port(), reconcile_interval=3600)
     runtime = LocalRuntime(opts, say=lambda line: None)
     assert runtime.start() == 0, "the local runtime did not start"
@@ -384,7 +393,54 @@ def measure() -> list[Shape]:
             run("large_1", "one", 1, singles(LARGE, LARGE_BYTES), LARGE, LARGE, LARGE_BYTES)
     finally:
         runtime.stop()
+    # Everything carried was written by the containers themselves: nothing left for the extension.
+    left = os.listdir(spool_dir)
+    assert not left, f"spool files left after the runtime stopped: {left}"
+    os.rmdir(spool_dir)
     return shapes
+
+
+def spool_cost_us(records: int = 20_000, rounds: int = 5) -> tuple[float, float]:
+    """What the spool adds to a carrying archiver (µs): per carried ~1 KiB record (one append;
+    windows of 500 records, as a busy container's), and per carry window (open, rename and
+    remove a file: one record per window). Best of ``rounds``, spooled and plain interleaved,
+    on this machine's /tmp; a Firehose sink that does nothing."""
+    from chalicelib.adapters.archive_spool import FileSpool
+    from chalicelib.services.archiver import FLUSH_RECORDS, Archiver, SpooledArchive
+    from chalicelib.services.metrics import Metrics
+
+    line = json.dumps({"v": 1, "kind": "accepted", "event": _event("e")}).encode() + b"\n"
+
+    class Nothing:
+        def put(self, records: Any) -> None:
+            pass
+
+    def timed(spooled: bool, per_window: int, n: int) -> float:
+        directory = tempfile.mkdtemp(prefix="spool-bench-")
+        archive: Any = Nothing()
+        if spooled:
+            archive = SpooledArchive(archive, lambda role: FileSpool(directory, role))
+        archiver = Archiver(archive, Metrics(enabled=False), "ingress", carry_seconds=3600)
+        start = time.perf_counter()
+        for i in range(n):
+            archiver.write([line])
+            if (i + 1) % per_window == 0:
+                archiver.flush()
+        elapsed = time.perf_counter() - start
+        archiver.flush()
+        os.rmdir(directory)
+        return elapsed
+
+    best: dict[tuple[bool, int], float] = {}
+    for _ in range(rounds):
+        for spooled in (False, True):
+            for per_window, n in ((FLUSH_RECORDS, records), (1, records // 10)):
+                t = timed(spooled, per_window, n) / n * 1e6
+                key = (spooled, per_window)
+                best[key] = min(best.get(key, t), t)
+    per_record = best[(True, FLUSH_RECORDS)] - best[(False, FLUSH_RECORDS)]
+    per_window = best[(True, 1)] - best[(False, 1)] - per_record
+    return per_record, per_window
 
 
 BINARY_HEADERS = {"ce-specversion": "1.0", "ce-source": "/bench", "ce-type": "bench",
@@ -420,6 +476,7 @@ def main() -> None:
     from benchmarks._result import print_table, write_result
 
     prices = load_prices()
+    spool_record_us, spool_window_us = spool_cost_us()
     shapes = measure()
     detail: dict[str, Any] = {}
     rows = []
@@ -459,6 +516,8 @@ def main() -> None:
         "usd_per_million_single_trickle": price_shape(by["single_1_trickle"], prices)["total"],
         "usd_per_million_eventbridge": price_eventbridge(1024, 1, prices),
         "idle_usd_per_trigger_month": idle,
+        "spool_us_per_carried_record": spool_record_us,
+        "spool_us_per_carry_window": spool_window_us,
     }
     notes = (
         f"list prices us-east-1 as of {prices['as_of']} (benchmarks/prices-us-east-1.json); USD "
@@ -468,7 +527,12 @@ def main() -> None:
         "_trickle: single events from 1 producer (the delivery function invoked per event); "
         "_api_gateway: the same as _single through API Gateway REST; ingress SQS sends priced "
         "at >= 1 per request and trigger (a Lambda container cannot coalesce them as local "
-        f"mode does); archive records carried {CARRY_SECONDS:g} s by warm containers; "
+        f"mode does); archive records carried {CARRY_SECONDS:g} s by warm containers (the "
+        "shipped prod default, BROKER_ARCHIVE_CARRY_SECONDS in .chalice/config.json), each also "
+        "spooled to local disk for the shutdown extension (infra/spool_extension/, a layer on "
+        "every function) that writes what a container still carries when Lambda shuts it down; "
+        "spool_us_*: what the spool adds on this machine, per carried ~1 KiB record and per "
+        "carry window (not priced: Lambda duration is modelled per AWS call); "
         "eventbridge: PutEvents + one API destination per trigger for the same traffic; AWS "
         "calls counted on the local runtime (warm: routes cached), Lambda durations modelled "
         f"(assumptions: {json.dumps(ASSUMPTIONS)}); idle: SQS polls of a quiet trigger's "

@@ -181,6 +181,8 @@ def _configure_logging() -> None:
     broker.addHandler(handler)
     broker.setLevel(logging.INFO)
     broker.propagate = False
+    # Here every delivery is shown (deployed, a success is DEBUG: CloudWatch Logs bills by GB).
+    logging.getLogger("broker.delivery").setLevel(logging.DEBUG)
 
 
 class LocalRuntime:
@@ -234,7 +236,8 @@ class LocalRuntime:
         from brokerctl.console import Console, TailHub, TappedArchive
 
         self.console = Console(TailHub())
-        container.__dict__["archive"] = TappedArchive(container.archive, self.console.hub)
+        hub = self.console.hub
+        container.tap_archive(lambda archive: TappedArchive(archive, hub))
         self._stack.append(self.console.stop)
         bootstrap(settings, container.clients, say=say)
         # Stopped after everything that archives, before the endpoint: the last second of

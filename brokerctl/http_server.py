@@ -31,7 +31,7 @@ class _Handler(BaseHTTPRequestHandler):
         if console is not None and console.handles(self.path):
             console.handle(self)  # local mode only: static pages and the live tail (SSE)
             return
-        length = _content_length(self.headers.get("content-length"))
+        length = content_length(self.headers.get("content-length"))
         if isinstance(length, tuple):
             # What API Gateway refuses before any Lambda runs; the connection cannot be reused.
             status, out_headers, out_body = length
@@ -71,7 +71,7 @@ class _Handler(BaseHTTPRequestHandler):
 MAX_BODY_BYTES = 10 * 1024 * 1024
 
 
-def _content_length(value: str | None) -> int | tuple[int, dict[str, str], bytes]:
+def content_length(value: str | None) -> int | tuple[int, dict[str, str], bytes]:
     """The body's length, or the answer when it cannot be read: 400 for a Content-Length that is
     not a number, 413 over API Gateway's 10 MiB."""
     text = (value or "0").strip()

@@ -14,6 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 APP_NAME = "serverless-broker"
+# The carry spool's directory on Lambda (the shutdown extension's default is the same).
+SPOOL_DIR = "/tmp/broker-archive-spool"
+# Where Lambda puts layers' extensions, and the shutdown extension that writes what a container
+# carried (infra/spool_layer.py EXTENSION_NAME). Without it a function never carries.
+EXTENSIONS_DIR = "/opt/extensions"
+SPOOL_EXTENSION = "broker-archive-spool"
 
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -77,6 +83,12 @@ class Settings:
     # On Lambda: a warm container carries archive records to a later invocation for up to this
     # long (services/archiver.py, docs/cost.md); 0: written before the function answers.
     archive_carry_seconds: float = 0.0
+    # Where carried archive records are also spooled for the shutdown extension (services/
+    # archiver.py, infra/spool_extension/); None: not spooled. Defaults on Lambda when carrying.
+    archive_spool_dir: str | None = None
+    # Why carrying was asked for but is off (a Lambda function without the shutdown extension:
+    # what it carried when reclaimed would be lost); None when it is as asked. Logged once.
+    archive_carry_off: str | None = field(default=None, compare=False)
     subscriber_allowlist: tuple[str, ...] = field(default_factory=tuple)
     # Replays (docs/replay.md) start this long after their spec.to, when the archive holds every
     # record of the range: Firehose's buffer interval plus a margin (the template's
@@ -117,6 +129,8 @@ class Settings:
             except ValueError:
                 return kind(default)  # reported in problems: require_runnable refuses it
 
+        carry = min(300.0, max(0.0, float(number("BROKER_ARCHIVE_CARRY_SECONDS", "0", float))))
+        carry_off = _carry_off(env, carry)
         return cls(
             stage=stage,
             region=get("AWS_REGION", env.get("AWS_DEFAULT_REGION", "us-east-1")),
@@ -145,9 +159,10 @@ class Settings:
             archive_batch_seconds=max(
                 0.0, float(number("BROKER_ARCHIVE_BATCH_SECONDS", "0", float))
             ),
-            archive_carry_seconds=min(
-                300.0, max(0.0, float(number("BROKER_ARCHIVE_CARRY_SECONDS", "0", float)))
-            ),
+            archive_carry_seconds=0.0 if carry_off else carry,
+            archive_carry_off=carry_off,
+            archive_spool_dir=env.get("BROKER_ARCHIVE_SPOOL_DIR")
+            or (SPOOL_DIR if env.get("AWS_LAMBDA_FUNCTION_NAME") else None),
             replay_settle_seconds=max(
                 0.0,
                 float(
@@ -182,6 +197,22 @@ class Settings:
                 "`brokerctl dev` sets BROKER_STAGE=local and BROKER_LOCAL_MODE=true"
             )
         return self
+
+
+def _carry_off(env: Mapping[str, str], carry: float) -> str | None:
+    """Why a carry of ``carry`` seconds cannot be honoured here, or None. On Lambda carrying needs
+    the shutdown extension (docs/cost.md): a stage deployed without its layer (a bare ``chalice
+    deploy``) answers every request after writing its archive records, as with a carry of 0."""
+    if carry <= 0 or not env.get("AWS_LAMBDA_FUNCTION_NAME"):
+        return None
+    extension = os.path.join(env.get("BROKER_EXTENSIONS_DIR") or EXTENSIONS_DIR, SPOOL_EXTENSION)
+    if os.path.exists(extension):
+        return None
+    return (
+        f"BROKER_ARCHIVE_CARRY_SECONDS={carry:g} ignored: no {extension} (the archive spool "
+        "layer is not attached: infra/deploy.py attaches it), so archive records are written "
+        "before each answer"
+    )
 
 
 def _local_mode(env: Mapping[str, str], stage: str) -> bool:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any
 
@@ -53,6 +54,16 @@ log = logs.get("ingress")
 @dataclass
 class Container:
     settings: Settings
+    # What every service writes the archive through (set by ``tap_archive``); None: the adapter.
+    _archive_tap: Callable[[Archive], Archive] | None = field(default=None, init=False, repr=False)
+    _archive_built: bool = field(default=False, init=False, repr=False)
+
+    def tap_archive(self, tap: Callable[[Archive], Archive]) -> None:
+        """Make the archive ``tap(archive)`` (the local console's live tail sees every record).
+        Only before the archive is first used: each service keeps the one it was built with."""
+        if self._archive_built:
+            raise RuntimeError("the archive is in use already: tap it before building services")
+        self._archive_tap = tap
 
     @cached_property
     def clients(self) -> AwsClients:
@@ -94,7 +105,20 @@ class Container:
     def archive(self) -> Archive:
         from chalicelib.adapters.firehose_archive import FirehoseArchive
 
-        return FirehoseArchive(self.clients, self.settings.archive_stream)
+        self._archive_built = True
+        if self.settings.archive_carry_off:
+            log.warning(self.settings.archive_carry_off)
+        archive: Archive = FirehoseArchive(self.clients, self.settings.archive_stream)
+        if self._archive_tap is not None:
+            archive = self._archive_tap(archive)
+        spool_dir = self.settings.archive_spool_dir
+        if spool_dir is None or self.settings.archive_carry_seconds <= 0:
+            return archive
+        # Carried records are spooled where the shutdown extension finds them (docs/cost.md).
+        from chalicelib.adapters.archive_spool import FileSpool
+        from chalicelib.services.archiver import SpooledArchive
+
+        return SpooledArchive(archive, lambda role: FileSpool(spool_dir, role))
 
     @cached_property
     def sender(self) -> HttpSender:

@@ -187,6 +187,17 @@ class Archive(Protocol):
     def put(self, records: Sequence[bytes]) -> None: ...
 
 
+class CarrySpool(Protocol):
+    """A copy of the archive records a warm container carries, kept where the shutdown extension
+    finds them (adapters/archive_spool.py). Raises UnavailableError when it cannot keep them."""
+
+    def append(self, records: Sequence[bytes]) -> None: ...
+
+    def seal(self) -> str | None: ...
+
+    def discard(self, sealed: str) -> None: ...
+
+
 class HttpResponse(NamedTuple):  # a tuple: one is built per delivery attempt, cheaply
     status: int | None  # None: transport error or timeout
     headers: Mapping[str, str]

@@ -108,8 +108,10 @@ def prepare(
     environment: dict[str, str],
     resolver: Resolver,
     repo: Path = REPO,
+    layers: list[str] | None = None,
 ) -> Path:
-    """Copies the app into ``dest`` with a generated config and resolved policy files."""
+    """Copies the app into ``dest`` with a generated config and resolved policy files (and
+    ``layers``, ARNs, on every function of the stage)."""
     config = load_config(repo)
     functions = stage_functions(config, stage)
     copy_app(dest, repo)
@@ -123,6 +125,8 @@ def prepare(
         (chalice_dir / source.name).write_text(json.dumps(rendered, indent=2) + "\n")
     generated = copy.deepcopy(config)
     generated["stages"][stage].setdefault("environment_variables", {}).update(environment)
+    if layers:
+        generated["stages"][stage]["layers"] = list(layers)
     (chalice_dir / "config.json").write_text(json.dumps(generated, indent=2) + "\n")
     return dest
 
@@ -144,7 +148,7 @@ def patch_package(
     """
     from chalice.utils import to_cfn_resource_name
 
-    from infra import api_protection, function_url, gateway_responses
+    from infra import api_protection, function_url, gateway_responses, spool_layer
 
     app = config["app_name"]
     outputs = template["Outputs"]
@@ -156,6 +160,9 @@ def patch_package(
     if public_url:
         imported["BROKER_PUBLIC_URL"] = public_url.rstrip("/")
     patched = copy.deepcopy(sam)
+    spool = spool_layer.carrying(config, stage)  # the carry spool's extension (docs/cost.md)
+    if spool:
+        patched["Resources"].update(spool_layer.sam_resources(app, stage))
     for function in [API_FUNCTION, *stage_functions(config, stage)]:
         logical_id = "APIHandler" if function == API_FUNCTION else to_cfn_resource_name(function)
         resource = patched["Resources"].get(logical_id)
@@ -164,6 +171,8 @@ def patch_package(
         props = resource["Properties"]
         props["FunctionName"] = function_name(config, stage, function)
         props.setdefault("Environment", {}).setdefault("Variables", {}).update(imported)
+        if spool:
+            spool_layer.attach(resource)
     api = patched["Resources"].get("RestAPI")
     if api is not None:
         definition = api["Properties"]["DefinitionBody"]

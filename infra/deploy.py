@@ -32,7 +32,14 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from infra import api_protection, chalice_project, function_url, gateway_responses, stack
+from infra import (
+    api_protection,
+    chalice_project,
+    function_url,
+    gateway_responses,
+    spool_layer,
+    stack,
+)
 from infra.cfn import TEMPLATE_PATH, Resolver, UnresolvableError, load_template
 
 REPO = chalice_project.REPO
@@ -194,10 +201,14 @@ def deploy(session: Any, stage: str, parameters: dict[str, str], public_url: str
     url = public_url or _deployed_url(project, stage)
 
     environment = chalice_project.stage_environment(template, outputs)
+    layers = None
+    if spool_layer.carrying(config, stage):  # carried archive records' shutdown extension
+        name = spool_layer.layer_name(APP_NAME, stage)
+        layers = [spool_layer.publish(session.client("lambda"), name)]
     for attempt in (1, 2):
         if url:
             environment["BROKER_PUBLIC_URL"] = url.rstrip("/")
-        chalice_project.prepare(project, stage, environment, resolver)
+        chalice_project.prepare(project, stage, environment, resolver, layers=layers)
         _chalice(project, region, session.profile_name, "deploy", "--stage", stage)
         _store_state(s3, outputs["MetricsBucketName"], state_key, project, stage)
         deployed = _deployed_url(project, stage)
@@ -395,6 +406,7 @@ def destroy(session: Any, stage: str, *, delete_data: bool = False) -> None:
         _chalice(project, session.region_name, session.profile_name, "delete", "--stage", stage)
         if outputs:
             _store_state(s3, outputs["MetricsBucketName"], state_key, project, stage)
+    spool_layer.delete(session.client("lambda"), spool_layer.layer_name(APP_NAME, stage))
     if outputs:
         _delete_queues(session.client("sqs"), outputs["QueuePrefix"])
         _empty_bucket(s3, outputs["ClaimBucketName"])
@@ -480,7 +492,10 @@ def package(stage: str, region: str | None, out: Path, public_url: str | None) -
     sam = json.loads(sam_path.read_text(encoding="utf-8"))
     patched = chalice_project.patch_package(sam, config, stage, load_template(), public_url)
     sam_path.write_text(json.dumps(patched, indent=2) + "\n")
-    print(f"package: {sam_path} (+ deployment.zip)")
+    extra = "deployment.zip"
+    if spool_layer.LAYER_ID in patched["Resources"]:
+        extra += f", {spool_layer.write_zip(out).name}"
+    print(f"package: {sam_path} (+ {extra})")
     return sam_path
 
 

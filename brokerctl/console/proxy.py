@@ -17,7 +17,7 @@ import httpx
 
 from brokerctl.client import SigV4Auth, Target, default_credentials
 from brokerctl.console import Console
-from brokerctl.http_server import MAX_BODY_BYTES, BackgroundServer
+from brokerctl.http_server import BackgroundServer, content_length
 
 # Request headers passed on to the API (the signature covers host and content-type).
 _FORWARDED = ("content-type", "accept", "if-match", "if-none-match")
@@ -56,12 +56,13 @@ class ConsoleProxy(BackgroundServer):
                 if console.handles(self.path):
                     console.handle(self)
                     return
-                text = (self.headers.get("content-length") or "0").strip()
-                if not (text.isdigit() and int(text) <= MAX_BODY_BYTES):
+                length = content_length(self.headers.get("content-length"))
+                if isinstance(length, tuple):  # 400 or 413, as the API's own server answers
+                    status, kind, problem = length
                     self.close_connection = True
-                    Console._send(self, 413, "text/plain", b"body too large\n")
+                    Console._send(self, status, kind["Content-Type"], problem)
                     return
-                body = self.rfile.read(int(text)) if int(text) else b""
+                body = self.rfile.read(length) if length else b""
                 headers = {k: v for k, v in self.headers.items() if k.lower() in _FORWARDED}
                 try:
                     r = http.request(self.command, self.path, content=body, headers=headers)

@@ -9,10 +9,11 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from chalicelib import logs
 from chalicelib.core.errors import BrokerError
-from chalicelib.ports import Archive
+from chalicelib.ports import Archive, CarrySpool
 from chalicelib.services.metrics import Metrics
 
 log = logs.get("archiver")
@@ -32,12 +33,26 @@ MAX_BUFFERED = 10_000  # past this (the archive is slow or down) writers flush t
 # invocation to the next, with no thread: the first write that finds the oldest carried record
 # ``carry_seconds`` old, or FLUSH_RECORDS / CARRY_BYTES waiting, writes them all in one call
 # before its own answer. So one request per window pays the Firehose call, not every request.
-# What a container carries when Lambda reclaims it without another invocation is lost, uncounted
-# (analytics only, never events: docs/cost.md says how much and how to see it).
+# Each carried record is also appended to a spool (``SpooledArchive``: a file per archiver under
+# BROKER_ARCHIVE_SPOOL_DIR), which the shutdown extension (infra/spool_extension/) writes to
+# Firehose when Lambda shuts the container down before another invocation does; what it cannot
+# write it counts in ``archive_spool_lost_count`` (docs/cost.md).
 CARRY_BYTES = 1024 * 1024
 # Archivers holding records for later: the local runtime writes them all before it stops its
 # embedded endpoint (at exit would be too late: the endpoint is gone by then).
 _holding: weakref.WeakSet[Archiver] = weakref.WeakSet()
+
+
+@dataclass(frozen=True)
+class SpooledArchive:
+    """The archive, for carrying archivers that keep a copy of what they carry in a spool of
+    their own (``spools(role)``); other writers see only ``put``."""
+
+    sink: Archive
+    spools: Callable[[str], CarrySpool]
+
+    def put(self, records: Sequence[bytes]) -> None:
+        self.sink.put(records)
 
 
 def flush_all() -> None:
@@ -57,6 +72,11 @@ class Archiver:
         carry_seconds: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        self._spool: CarrySpool | None = None
+        if isinstance(sink, SpooledArchive):
+            if carry_seconds > 0 and batch_seconds <= 0:
+                self._spool = sink.spools(role)
+            sink = sink.sink
         self._sink = sink
         self._metrics = metrics
         self._role = role  # the function writing ("ingress", "delivery", ...): the dimension
@@ -94,13 +114,20 @@ class Archiver:
 
     def _carry(self, records: Sequence[bytes]) -> bool:
         now = self._clock()
+        spool_error: BrokerError | None = None
         with self._wake:
+            if self._spool is not None:
+                try:
+                    self._spool.append(records)
+                except BrokerError as exc:  # not kept for the extension: written now instead
+                    spool_error = exc
             if not self._buffer:
                 self._oldest = now
             self._buffer.extend(records)
             self._carried_bytes += sum(map(len, records))
             due = (
-                now - self._oldest >= self._carry_seconds
+                spool_error is not None
+                or now - self._oldest >= self._carry_seconds
                 or len(self._buffer) >= FLUSH_RECORDS
                 or self._carried_bytes >= CARRY_BYTES
             )
@@ -108,14 +135,43 @@ class Archiver:
                 self._at_exit = True
                 atexit.register(self.flush)
                 _holding.add(self)
+        if spool_error is not None:
+            log.error(
+                "archive spool failed, writing the carried records now: %s",
+                spool_error,
+                extra={"function": self._role},
+            )
         return self.flush() if due else True
 
     def flush(self) -> bool:
         """Write what is buffered now."""
+        sealed: str | None = None
         with self._wake:
             records, self._buffer = self._buffer, []
             self._carried_bytes = 0
-        return self._write_now(records) if records else True
+            if records and self._spool is not None:
+                # Rotated before the call: a crash after Firehose took them and before the
+                # removal below sends them again at shutdown (duplicates), never loses them.
+                sealed = self._seal()
+        written = self._write_now(records) if records else True
+        if sealed is not None:  # written, or counted and logged as not written: done with
+            self._discard(sealed)
+        return written
+
+    def _seal(self) -> str | None:
+        assert self._spool is not None
+        try:
+            return self._spool.seal()
+        except BrokerError as exc:  # still in the spool: at worst sent again at shutdown
+            log.error("archive spool: cannot rotate: %s", exc, extra={"function": self._role})
+            return None
+
+    def _discard(self, sealed: str) -> None:
+        assert self._spool is not None
+        try:
+            self._spool.discard(sealed)
+        except BrokerError as exc:  # left for the extension: at worst sent again at shutdown
+            log.error("archive spool: cannot remove: %s", exc, extra={"function": self._role})
 
     def _run(self) -> None:
         while True:

@@ -264,11 +264,22 @@ class TriggerHooks(Hooks[Trigger]):
         )
 
     def saved(self, stored: Stored[Trigger], existed: bool) -> Stored[Trigger]:
+        return self._provision(stored)[0]
+
+    def saved_status(
+        self, stored: Stored[Trigger], existed: bool
+    ) -> tuple[Stored[Trigger], dict[str, Any]]:
+        # The broker provisioning read is the one the answer's status uses: one read a PUT.
+        stored, broker = self._provision(stored)
+        return stored, self._status(stored, broker)
+
+    def _provision(self, stored: Stored[Trigger]) -> tuple[Stored[Trigger], Broker | None]:
         trigger = stored.resource
-        broker = self._cp.brokers.get(trigger.namespace, trigger.broker)
-        stored = self._cp.provision(stored, broker.resource if broker else None)
+        found = self._cp.brokers.get(trigger.namespace, trigger.broker)
+        broker = found.resource if found else None
+        stored = self._cp.provision(stored, broker)
         self._cache.invalidate(trigger.namespace, trigger.broker)
-        return stored
+        return stored, broker
 
     def removing(self, stored: Stored[Trigger]) -> dict[str, Any]:
         trigger = stored.resource

@@ -310,6 +310,8 @@ class Delivery:
         response = process_partial_response(
             event=slim, record_handler=record_handler, processor=processor, context=context
         )
+        n, back = len(records), len(response.get("batchItemFailures") or ())  # one INFO line
+        log.info("batch of %d, %d back to the queue", n, back, extra={"messages": n, "back": back})
         return dict(response)
 
     def _deliver_all(
@@ -917,8 +919,11 @@ class Delivery:
             ("trigger", route.name),
         )
         self._metrics.count_sorted(outcome.metric, dims)
-        if log.isEnabledFor(logging.INFO):
-            log.info(
+        # Successes at DEBUG: a line a delivery is what CloudWatch Logs would bill most for.
+        level = logging.DEBUG if outcome in (Outcome.SUCCESS, Outcome.REPLY) else logging.INFO
+        if log.isEnabledFor(level):
+            log.log(
+                level,
                 "deliver %s/%s/%s id=%s attempt=%d -> %s %s (%.1f ms)",
                 route.namespace,
                 route.broker,

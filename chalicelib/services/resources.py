@@ -115,6 +115,12 @@ class Hooks(Generic[R]):
         """After a create or update: provision, and return what is stored afterwards."""
         return stored
 
+    def saved_status(self, stored: Stored[R], existed: bool) -> tuple[Stored[R], dict[str, Any]]:
+        """``saved``, then the status the answer carries. A kind whose provisioning reads what
+        its status needs (a trigger's broker) overrides this to read it once."""
+        stored = self.saved(stored, existed)
+        return stored, self.status(stored)
+
     def removing(self, stored: Stored[R]) -> dict[str, Any]:
         """Before a delete: release what the resource holds; returns the Status details."""
         return {}
@@ -186,8 +192,8 @@ class ResourceService(Generic[R]):
             stored = self.resources.put(resource, state, None, None)
         else:
             stored = self.resources.put(resource, existing.state, existing.status, existing.version)
-        stored = self._hooks.saved(stored, existing is not None)
-        return self._json(stored, self._hooks.status(stored))
+        stored, status = self._hooks.saved_status(stored, existing is not None)
+        return self._json(stored, status)
 
     def _json(self, stored: Stored[R], status: Mapping[str, Any]) -> dict[str, Any]:
         """The API document, remembering the status when a condition changed, so that

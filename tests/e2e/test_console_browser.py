@@ -1,7 +1,8 @@
-"""The console (docs/console.md) in Debian's headless Chromium through Playwright, on the local
-runtime: a trigger created with the form, an event seen delivered in the live tail, a failing one
-seen dead-lettered, inspected in the DLQ view with its knativeerror* extensions, redriven with the
-subscriber healthy again and seen delivered; then the trigger edited with the form."""
+"""The console (docs/console.md) in Debian's headless Chromium and Firefox ESR through Playwright,
+on the local runtime: a trigger created with the form, an event seen delivered in the live tail, a
+failing one seen dead-lettered, inspected in the DLQ view with its knativeerror* extensions,
+redriven with the subscriber healthy again and seen delivered; then the trigger edited with the
+form."""
 
 from __future__ import annotations
 
@@ -16,14 +17,14 @@ import httpx
 import pytest
 
 from brokerctl.event_display import EventDisplay, Received, Reply
+from tests.e2e import firefox_bidi
 from tests.e2e.conftest import LocalBroker, start_local_broker, stop_local_broker
 
 pytestmark = pytest.mark.e2e
 
 CHROMIUM = "/usr/bin/chromium"
+FIREFOX = "/usr/bin/firefox-esr"  # over WebDriver BiDi: tests/e2e/firefox_bidi.py
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-if shutil.which(CHROMIUM) is None:
-    pytest.skip(f"no {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
 
 DOCS_IMAGE = Path(__file__).resolve().parents[2] / "docs" / "img" / "console.png"
 TIMEOUT_MS = 15_000
@@ -59,14 +60,30 @@ def send(b: LocalBroker, ns: str, event_id: str) -> None:
     assert r.status_code == 202, r.text
 
 
-def test_console_trigger_tail_dead_letter_redrive(broker: LocalBroker, tmp_path: Path) -> None:
+def launch(pw: sync_api.Playwright, name: str, tmp_path: Path) -> sync_api.Browser:
+    """Debian's browser ``name`` (``make test`` installs both), headless; skipped without it."""
+    path = CHROMIUM if name == "chromium" else FIREFOX
+    if shutil.which(path) is None:
+        pytest.skip(f"no {path} (apt-get install {Path(path).name})")
+    if name == "chromium":
+        return pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+    pytest.importorskip("websockets", reason="websockets is not installed")
+    return pw.firefox.launch(
+        channel="moz-firefox", executable_path=firefox_bidi.launcher(FIREFOX, tmp_path)
+    )
+
+
+@pytest.mark.parametrize("name", ["chromium", "firefox"])
+def test_console_trigger_tail_dead_letter_redrive(
+    broker: LocalBroker, tmp_path: Path, name: str
+) -> None:
     ns = f"ui-{uuid.uuid4().hex[:8]}"
     r = broker.put(ns, "brokers", "default", {"metadata": {"name": "default"}})
     assert r.status_code == 201, r.text
     broker.wait_ready(ns, "brokers", "default")
     switch = Switch()
     with EventDisplay(responder=switch) as sink, sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        browser = launch(pw, name, tmp_path)
         page = browser.new_page(viewport={"width": 1400, "height": 1100})
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -78,7 +95,11 @@ def test_console_trigger_tail_dead_letter_redrive(broker: LocalBroker, tmp_path:
 
         # Create the trigger with the form, after testing its filter.
         form = page.locator("#trigger-form")
-        form.locator("[name=name]").fill("orders")
+        name_input = form.locator("[name=name]")
+        name_input.fill("Not_A-name-")  # the DNS-1123 label pattern, as each browser compiles it
+        assert name_input.evaluate("e => e.validity.patternMismatch")
+        name_input.fill("orders")
+        assert name_input.evaluate("e => e.checkValidity()")
         form.locator("[name=subscriber]").fill(sink.url)
         form.locator("[name=filter]").fill('{"type": "console.test"}')
         form.locator("[name=retry]").fill("0")
@@ -137,7 +158,8 @@ def test_console_trigger_tail_dead_letter_redrive(broker: LocalBroker, tmp_path:
         page.click("#refresh")
         page.wait_for_selector("#chart-area svg")
         page.screenshot(path=str(tmp_path / "console.png"), full_page=True)
-        if os.environ.get("BROKER_UPDATE_SCREENSHOT"):  # docs/img/console.png, on demand
+        # docs/img/console.png, on demand
+        if name == "chromium" and os.environ.get("BROKER_UPDATE_SCREENSHOT"):
             shutil.copyfile(tmp_path / "console.png", DOCS_IMAGE)
         assert errors == []
         browser.close()

@@ -114,6 +114,9 @@ def test_event_reaches_matching_subscriber_only(local_broker: LocalBroker) -> No
         assert subscriber.wait_for(lambda got: len(got) >= 3, timeout=30)
         assert "nope-1" not in {g.headers.get("ce-id") for g in subscriber.received}
         assert len(subscriber.received) == 3
+        # `brokerctl dev` prints every delivery (deployed, a successful one is logged at DEBUG).
+        shown = f"deliver {ns}/default/orders id=bin-2 attempt=1 -> 202 delivered"
+        wait_until(lambda: any(shown in line for line in local_broker.lines), 10, shown)
 
 
 def _expected_state(broker: LocalBroker) -> str:

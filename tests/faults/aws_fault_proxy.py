@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from brokerctl.http_server import BackgroundServer
+
 _SCOPE = re.compile(r"Credential=[^/]+/\d{8}/[^/]+/([^/]+)/aws4_request")
 _HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "upgrade", "te"}
 
@@ -57,7 +59,7 @@ def _error(kind: str, content_type: str) -> tuple[int, dict[str, str], bytes]:
     return status, {"Content-Type": "text/xml"}, body
 
 
-class FaultProxy:
+class FaultProxy(BackgroundServer):
     def __init__(self, upstream_host: str, upstream_port: int, seed: int = 16) -> None:
         self._upstream = (upstream_host, upstream_port)
         self._fault: Fault | None = None
@@ -65,22 +67,7 @@ class FaultProxy:
         self._lock = threading.Lock()
         self.injected: Counter[tuple[str, str]] = Counter()  # (kind, service) -> count
         self.passed: Counter[str] = Counter()  # service -> count
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def start(self) -> FaultProxy:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._serve(ThreadingHTTPServer(("127.0.0.1", 0), self._handler()))
 
     def inject(self, kind: str, share: float = 1.0, services: set[str] | None = None) -> None:
         assert kind in KINDS, kind

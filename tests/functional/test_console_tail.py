@@ -197,3 +197,33 @@ def test_proxy_for_a_deployed_api_signs_calls_and_has_no_tail() -> None:
         assert len(seen) == 1  # the page's own files are never fetched from the API
     finally:
         proxy.stop()
+
+
+@pytest.mark.parametrize(
+    ("length", "status"), [("abc", 400), ("-1", 400), ("9" * 5000, 400), ("99999999999", 413)]
+)
+def test_proxy_refuses_an_unreadable_content_length_as_the_api_does(
+    length: str, status: int
+) -> None:
+    # It used to answer 413 to any of them, and to drop the connection (int() of 5,000 digits).
+    import socket
+
+    from brokerctl.client import resolve_target
+    from brokerctl.console.proxy import ConsoleProxy
+
+    def api(request: httpx.Request) -> httpx.Response:
+        raise AssertionError("nothing is forwarded")
+
+    target = resolve_target("http://127.0.0.1:9/", None)
+    proxy = ConsoleProxy(
+        target, "127.0.0.1", free_port(), transport=httpx.MockTransport(api)
+    ).start()
+    try:
+        host, port = proxy.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            request = f"POST /ns/b HTTP/1.1\r\nHost: x\r\nContent-Length: {length}\r\n\r\n"
+            sock.sendall(request.encode())
+            head = sock.recv(65536).decode()
+    finally:
+        proxy.stop()
+    assert head.startswith(f"HTTP/1.1 {status} ") and "application/problem+json" in head

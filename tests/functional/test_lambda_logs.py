@@ -176,18 +176,25 @@ def test_every_function_logs_json_with_its_lambda_context(
 def test_a_delivery_line_names_the_event_trigger_attempt_and_trace(
     info_lines: list[dict[str, Any]],
 ) -> None:
-    for fn, status, outcome in (
-        ("delivery", 500, "dead_lettered"),
-        ("dead_letter", 202, "delivered"),
-    ):
-        [line] = [d for d in _of(info_lines, fn) if d["name"] == "broker.delivery"]
-        assert line["level"] == "INFO"
-        assert (line["event_id"], line["trigger"], line["attempt"]) == ("e-42", "orders", 1)
-        assert (line["namespace"], line["broker"]) == ("ns", "default")
-        assert (line["status"], line["outcome"]) == (status, outcome)
-        # The event's own trace (its traceparent extension) beside the function's X-Ray trace.
-        assert (line["trace_id"], line["xray_trace_id"]) == (EVENT_TRACE, XRAY_ROOT)
-        assert "hi" not in json.dumps(line)  # never the event data
+    [line, summary] = [d for d in _of(info_lines, "delivery") if d["name"] == "broker.delivery"]
+    assert line["level"] == "INFO"
+    assert (line["event_id"], line["trigger"], line["attempt"]) == ("e-42", "orders", 1)
+    assert (line["namespace"], line["broker"]) == ("ns", "default")
+    assert (line["status"], line["outcome"]) == (500, "dead_lettered")
+    # The event's own trace (its traceparent extension) beside the function's X-Ray trace.
+    assert (line["trace_id"], line["xray_trace_id"]) == (EVENT_TRACE, XRAY_ROOT)
+    assert "hi" not in json.dumps(line)  # never the event data
+    assert (summary["messages"], summary["back"]) == (1, 0)
+
+
+def test_a_successful_delivery_writes_only_the_invocation_summary_at_info(
+    info_lines: list[dict[str, Any]],
+) -> None:
+    # The sink took the dead letter: its line is DEBUG (CloudWatch Logs bills by the GB).
+    [line] = [d for d in _of(info_lines, "dead_letter") if d["name"] == "broker.delivery"]
+    assert line["level"] == "INFO" and "outcome" not in line
+    assert line["message"] == "batch of 1, 0 back to the queue"
+    assert line["function_request_id"] and line["xray_trace_id"] == XRAY_ROOT
 
 
 def test_api_lines_carry_the_request_id_problem_documents_name(

@@ -252,3 +252,26 @@ def test_the_pipeline_package_has_the_function_url_beside_the_api(pipeline_packa
     permissions = [r for r in sam["Resources"].values() if r["Type"] == "AWS::Lambda::Permission"]
     assert not [p for p in permissions if p["Properties"].get("Principal") == "*"]
     assert "RestAPI" in sam["Resources"]  # beside API Gateway, not instead of it
+
+
+def test_the_pipeline_package_has_the_spool_extension_on_every_function(
+    pipeline_package: Path, chalice_config: dict[str, Any]
+) -> None:
+    """Prod carries archive records (BROKER_ARCHIVE_CARRY_SECONDS=1, docs/cost.md), so every
+    function has the layer whose extension writes them at shutdown (infra/spool_layer.py); its
+    zip is beside sam.json, where `aws cloudformation package` uploads it from."""
+    from infra import spool_layer
+
+    assert spool_layer.carrying(chalice_config, STAGE)
+    sam = _sam(pipeline_package)
+    layer = sam["Resources"][spool_layer.LAYER_ID]
+    assert layer["Type"] == "AWS::Serverless::LayerVersion"
+    content = pipeline_package / layer["Properties"]["ContentUri"]
+    with zipfile.ZipFile(content) as zf:
+        launcher = zf.getinfo(f"extensions/{spool_layer.EXTENSION_NAME}")
+        assert (launcher.external_attr >> 16) & 0o111 == 0o111  # executable: Lambda runs it
+        assert f"{spool_layer.EXTENSION_NAME}/extension.py" in zf.namelist()
+    functions = _functions(sam)
+    assert len(functions) == 6
+    for logical_id, resource in functions.items():
+        assert resource["Properties"]["Layers"] == [{"Ref": spool_layer.LAYER_ID}], logical_id

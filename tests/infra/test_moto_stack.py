@@ -339,8 +339,10 @@ def test_deploy_project_gets_the_stack_outputs_and_resolved_policies(
         imports=stack.exports(cfn, "serverless-broker-prod"),
     )
     env = chalice_project.stage_environment(template, deployed)
-    project = chalice_project.prepare(tmp_path / "project", "prod", env, resolver)
+    layer = "arn:aws:lambda:us-east-1:123456789012:layer:serverless-broker-prod-archive-spool:1"
+    project = chalice_project.prepare(tmp_path / "project", "prod", env, resolver, layers=[layer])
     config = json.loads((project / ".chalice" / "config.json").read_text())
+    assert config["stages"]["prod"]["layers"] == [layer]  # the spool extension (spool_layer.py)
     stage_env = config["stages"]["prod"]["environment_variables"]
     assert stage_env["BROKER_CLAIM_BUCKET"] == deployed["ClaimBucketName"]
     assert stage_env["BROKER_TABLE"] == deployed["TableName"]

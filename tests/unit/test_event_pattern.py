@@ -205,3 +205,42 @@ def test_reasons_name_the_deciding_term() -> None:
 def test_wildcard_is_linear_on_hostile_input() -> None:
     compiled = event_pattern.compile_pattern({"s": [{"wildcard": "*a*a*a*a*a*a*b"}]})
     assert not compiled.matches_document({"s": "a" * 200_000})
+
+
+@pytest.mark.parametrize("matcher", ["prefix", "suffix", "equals-ignore-case"])
+@pytest.mark.parametrize(("value", "expected"), [("ß", True), ("s", False), ("sS", True)])
+def test_ignoring_case_prefix_suffix_and_equals_agree_on_a_whole_value(
+    matcher: str, value: str, expected: bool
+) -> None:
+    # "ß" casefolds to "ss": a value equal to the text ignoring case is also its prefix and its
+    # suffix, even where it is shorter than the text (a suffix used to refuse those).
+    term = "SS" if matcher == "equals-ignore-case" else {"equals-ignore-case": "SS"}
+    compiled = event_pattern.compile_pattern({"s": [{matcher: term}]})
+    assert compiled.matches_document({"s": value}) is expected
+
+
+@pytest.mark.parametrize(
+    ("term", "value", "shown"),
+    [
+        ({"prefix": "ab"}, "zab", '{"prefix": "ab"}'),
+        ({"suffix": "ab"}, "abz", '{"suffix": "ab"}'),
+        (
+            {"prefix": {"equals-ignore-case": "AB"}},
+            "zab",
+            '{"prefix": {"equals-ignore-case": "AB"}}',
+        ),
+        (
+            {"suffix": {"equals-ignore-case": "AB"}},
+            "abz",
+            '{"suffix": {"equals-ignore-case": "AB"}}',
+        ),
+        ({"anything-but": {"suffix": "ab"}}, "zab", '{"anything-but": {"suffix": "ab"}}'),
+    ],
+)
+def test_prefix_and_suffix_terms_are_shown_as_written(
+    term: dict[str, Any], value: str, shown: str
+) -> None:
+    compiled = event_pattern.compile_pattern({"data": {"s": [term]}})
+    matched, reasons = compiled.explain(CloudEvent(ATTRS, None, {"s": value}), "p")
+    assert not matched
+    assert reasons == [f'p.data.s: [{shown}] did not match "{value}"']

@@ -101,42 +101,29 @@ class Equals:
 
 
 @dataclass(frozen=True, slots=True)
-class Prefix:
+class Affix:
+    """``{"prefix"}`` or ``{"suffix"}`` (``at_end``): the value starts (ends) with ``text``, with
+    ``{"equals-ignore-case"}`` compared casefolded."""
+
     text: str
+    at_end: bool = False
     ignore_case: bool = False
 
     def test(self, value: object) -> bool:
         if not isinstance(value, str):
             return False
-        if self.ignore_case:
-            return value[: len(self.text)].casefold() == self.text.casefold()
-        return value.startswith(self.text)
+        if not self.ignore_case:
+            return value.endswith(self.text) if self.at_end else value.startswith(self.text)
+        # Only the end that can match is casefolded, not a whole (possibly long) value; a value
+        # no longer than the text is compared whole (as equals-ignore-case compares it).
+        n, part = len(self.text), value
+        if len(value) > n:
+            part = value[len(value) - n :] if self.at_end else value[:n]
+        return part.casefold() == self.text.casefold()
 
     def describe(self) -> str:
-        return _describe("prefix", self.text, self.ignore_case)
-
-
-@dataclass(frozen=True, slots=True)
-class Suffix:
-    text: str
-    ignore_case: bool = False
-
-    def test(self, value: object) -> bool:
-        if not isinstance(value, str):
-            return False
-        if self.ignore_case:
-            return len(value) >= len(self.text) and (
-                value[len(value) - len(self.text) :].casefold() == self.text.casefold()
-            )
-        return value.endswith(self.text)
-
-    def describe(self) -> str:
-        return _describe("suffix", self.text, self.ignore_case)
-
-
-def _describe(name: str, text: str, ignore_case: bool) -> str:
-    inner = json.dumps({"equals-ignore-case": text}) if ignore_case else json.dumps(text)
-    return f'{{"{name}": {inner}}}'
+        inner = {"equals-ignore-case": self.text} if self.ignore_case else self.text
+        return json.dumps({"suffix" if self.at_end else "prefix": inner})
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +197,7 @@ def _wildcard_segments(pattern: str) -> tuple[str, ...]:
 @dataclass(frozen=True, slots=True)
 class AnythingBut:
     values: tuple[str | int | float | bool | None, ...] = ()
-    inner: Prefix | Suffix | EqualsIgnoreCase | Wildcard | None = None
+    inner: Affix | EqualsIgnoreCase | Wildcard | None = None
 
     def test(self, value: object) -> bool:
         if self.inner is not None:
@@ -266,9 +253,7 @@ class Cidr:
         return json.dumps({"cidr": str(self.network)})
 
 
-Matcher = (
-    Equals | Prefix | Suffix | EqualsIgnoreCase | Wildcard | AnythingBut | Numeric | Exists | Cidr
-)
+Matcher = Equals | Affix | EqualsIgnoreCase | Wildcard | AnythingBut | Numeric | Exists | Cidr
 
 
 # -- the compiled pattern ------------------------------------------------------------------------
@@ -556,10 +541,9 @@ def _compile_matcher(value: Any) -> Matcher:
         return Equals(value)
     ((name, arg),) = value.items()
     if name in ("prefix", "suffix"):
-        cls = Prefix if name == "prefix" else Suffix
         if isinstance(arg, Mapping):
-            return cls(arg["equals-ignore-case"], True)
-        return cls(arg)
+            return Affix(arg["equals-ignore-case"], name == "suffix", True)
+        return Affix(arg, name == "suffix")
     if name == "equals-ignore-case":
         return EqualsIgnoreCase(tuple(arg) if isinstance(arg, list) else (arg,))
     if name == "wildcard":
@@ -573,7 +557,7 @@ def _compile_matcher(value: Any) -> Matcher:
     # anything-but
     if isinstance(arg, Mapping):
         inner = _compile_matcher(arg)
-        assert isinstance(inner, (Prefix, Suffix, EqualsIgnoreCase, Wildcard))
+        assert isinstance(inner, (Affix, EqualsIgnoreCase, Wildcard))
         return AnythingBut(inner=inner)
     return AnythingBut(values=tuple(arg) if isinstance(arg, list) else (arg,))
 

@@ -1,0 +1,318 @@
+#!/usr/bin/env python3
+"""The archive spool's shutdown extension: an external Lambda extension (Lambda Extensions API)
+that writes to Firehose the archive records a container still carries when Lambda shuts it down.
+
+A carrying archiver (chalicelib/services/archiver.py) appends every record it carries to a file
+under BROKER_ARCHIVE_SPOOL_DIR (chalicelib/adapters/archive_spool.py: one record a line, files
+ending ``.carry`` or ``.sending``) and removes the file once it has written those records. This
+process registers for SHUTDOWN only (it costs nothing per invocation), waits, and on SHUTDOWN,
+whatever its reason (spindown, timeout, failure), sends every line left to the archive stream
+(BROKER_ARCHIVE_STREAM) with PutRecordBatch, retrying failed entries until the event's
+``deadlineMs`` (less a margin), removes the files, and for what it could not write logs the event
+ids and prints a CloudWatch EMF line: ``archive_spool_lost_count`` in the broker's namespace,
+dimensions ``function`` (the archiver's role, as ``archive_failure_count``) and ``service``.
+
+Self-contained on purpose: it runs from the layer (/opt), beside the function, with the standard
+library and the runtime's own boto3 (imported only when there is something to send, so the
+extension adds nothing to a cold start but the interpreter). Run as
+``/opt/extensions/broker-archive-spool`` (the launcher) or ``python3 extension.py [name]``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+NAME = "broker-archive-spool"
+SPOOL_DIR = "/tmp/broker-archive-spool"  # chalicelib/config.py SPOOL_DIR
+SUFFIXES = (".carry", ".sending")  # chalicelib/adapters/archive_spool.py
+METRIC = "archive_spool_lost_count"
+NAMESPACE = "ServerlessBroker"  # chalicelib/services/metrics.py (POWERTOOLS_METRICS_NAMESPACE)
+SERVICE = "serverless-broker"
+MARGIN_SECONDS = 0.25  # exit this long before the deadline: past it Lambda sends SIGKILL
+RETRY_PAUSE_SECONDS = 0.05
+# Firehose's limits (chalicelib/adapters/firehose_archive.py): lines are packed into records of
+# ≤ 256 KiB (its 5 KiB billing rounding), ≤ 500 records and ≤ 4 MiB per call.
+PACK_BYTES = 256 * 1024
+MAX_RECORDS = 500
+MAX_CALL_BYTES = 4 * 1024 * 1024 - 64 * 1024
+MAX_LOGGED_IDS = 100
+_API = "/2020-01-01/extension"
+
+
+@dataclass
+class Report:
+    sent: int = 0
+    lost: dict[str, list[bytes]] = field(default_factory=dict)  # role -> lines not archived
+
+    @property
+    def lost_count(self) -> int:
+        return sum(len(lines) for lines in self.lost.values())
+
+
+def main(argv: list[str]) -> int:
+    env = os.environ
+    api = env["AWS_LAMBDA_RUNTIME_API"]
+    name = argv[1] if len(argv) > 1 else NAME
+    identifier = register(api, name)
+    while True:
+        event = next_event(api, identifier)
+        if event.get("eventType") != "SHUTDOWN":
+            continue  # registered for SHUTDOWN only; anything else is not ours to act on
+        deadline_ms = event.get("deadlineMs")
+        deadline = deadline_ms / 1000 if isinstance(deadline_ms, int | float) else time.time() + 1.5
+        return shutdown(env, deadline - MARGIN_SECONDS)
+
+
+def shutdown(env: dict[str, str] | os._Environ[str], deadline: float) -> int:
+    stream = env.get("BROKER_ARCHIVE_STREAM", "")
+    report = drain(
+        env.get("BROKER_ARCHIVE_SPOOL_DIR") or SPOOL_DIR,
+        lambda: firehose_sender(stream, deadline),
+        deadline,
+    )
+    emit(report, env.get("POWERTOOLS_METRICS_NAMESPACE") or NAMESPACE, _print)
+    return 0
+
+
+def register(api: str, name: str) -> str:
+    request = urllib.request.Request(
+        f"http://{api}{_API}/register",
+        data=json.dumps({"events": ["SHUTDOWN"]}).encode(),
+        headers={"Lambda-Extension-Name": name, "Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request) as response:  # Lambda's own local API
+        identifier = response.headers.get("Lambda-Extension-Identifier")
+    if not identifier:
+        raise RuntimeError("register: no Lambda-Extension-Identifier in the answer")
+    return str(identifier)
+
+
+def next_event(api: str, identifier: str) -> dict[str, Any]:
+    request = urllib.request.Request(
+        f"http://{api}{_API}/event/next",
+        headers={"Lambda-Extension-Identifier": identifier},
+        method="GET",
+    )
+    with urllib.request.urlopen(request) as response:  # blocks until an event
+        event: dict[str, Any] = json.loads(response.read())
+    return event
+
+
+# A sender writes Firehose records in one call and says, for each, whether Firehose refused it;
+# it raises when the call itself failed.
+Sender = Callable[[list[bytes]], list[bool]]
+
+
+def drain(
+    directory: str,
+    sender: Callable[[], Sender],
+    deadline: float,
+    clock: Callable[[], float] = time.time,
+) -> Report:
+    """Sends every spooled line, removes the spool files, and reports what was not archived."""
+    report = Report()
+    files = _spool_files(directory)
+    if not files:
+        return report
+    send: Sender | None = None
+    for path, role in files:
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as exc:
+            _log("ERROR", f"archive spool: cannot read {path}: {exc}", role)
+            continue  # nothing read, nothing known to count: the log line says which file
+        lines = data.splitlines(keepends=True)
+        if lines and not lines[-1].endswith(b"\n"):  # torn by a crash in the middle of a write
+            report.lost.setdefault(role, []).append(lines.pop())
+        unsent = lines
+        if lines and clock() < deadline:
+            if send is None:
+                try:
+                    send = sender()
+                except Exception as exc:  # no boto3, no credentials: all lost
+                    _log("ERROR", f"archive spool: no Firehose client: {exc}", role)
+                    send = _failing
+            unsent = _send_lines(lines, send, deadline, clock, role)
+        report.sent += len(lines) - len(unsent)
+        if unsent:
+            report.lost.setdefault(role, []).extend(unsent)
+        try:
+            os.unlink(path)  # the unsent are counted now; a later shutdown must not send them
+        except OSError as exc:
+            _log("ERROR", f"archive spool: cannot remove {path}: {exc}", role)
+    return report
+
+
+def _send_lines(
+    lines: list[bytes], send: Sender, deadline: float, clock: Callable[[], float], role: str
+) -> list[bytes]:
+    """The lines not archived by the deadline."""
+    records = pack(lines)
+    pending = list(range(len(records)))
+    error = ""
+    while pending and clock() < deadline:
+        failed: list[int] = []
+        for call in _calls(pending, records):
+            if clock() >= deadline:
+                failed.extend(call)
+                continue
+            try:
+                rejected = send([records[i][0] for i in call])
+            except Exception as exc:  # any failure of the call: retried below
+                error = str(exc)
+                failed.extend(call)
+                continue
+            failed.extend(i for i, no in zip(call, rejected, strict=True) if no)
+        pending = failed
+        if pending and clock() + RETRY_PAUSE_SECONDS < deadline:
+            time.sleep(RETRY_PAUSE_SECONDS)
+    if pending and error:
+        _log("ERROR", f"archive spool: Firehose: {error[:300]}", role)
+    return [line for i in pending for line in records[i][1]]
+
+
+def pack(lines: list[bytes]) -> list[tuple[bytes, list[bytes]]]:
+    """Lines joined into Firehose records of ≤ PACK_BYTES (a longer line alone), with the lines
+    each holds."""
+    out: list[tuple[bytes, list[bytes]]] = []
+    current: list[bytes] = []
+    size = 0
+    for line in lines:
+        if current and size + len(line) > PACK_BYTES:
+            out.append((b"".join(current), current))
+            current, size = [], 0
+        current.append(line)
+        size += len(line)
+    if current:
+        out.append((b"".join(current), current))
+    return out
+
+
+def _calls(pending: list[int], records: list[tuple[bytes, list[bytes]]]) -> Iterable[list[int]]:
+    call: list[int] = []
+    size = 0
+    for i in pending:
+        record = records[i][0]
+        if call and (len(call) == MAX_RECORDS or size + len(record) > MAX_CALL_BYTES):
+            yield call
+            call, size = [], 0
+        call.append(i)
+        size += len(record)
+    if call:
+        yield call
+
+
+def firehose_sender(stream: str, deadline: float) -> Sender:
+    runtime_dir = os.environ.get("LAMBDA_RUNTIME_DIR")  # where older runtimes keep boto3
+    if runtime_dir and runtime_dir not in sys.path:
+        sys.path.append(runtime_dir)
+    import boto3
+    from botocore.config import Config
+
+    budget = max(0.1, deadline - time.time())
+    client = boto3.client(
+        "firehose",
+        config=Config(
+            connect_timeout=min(1.0, budget),
+            read_timeout=budget,
+            retries={"max_attempts": 1},  # retried here, within the deadline
+        ),
+    )
+
+    def send(records: list[bytes]) -> list[bool]:
+        out = client.put_record_batch(
+            DeliveryStreamName=stream, Records=[{"Data": r} for r in records]
+        )
+        if not out.get("FailedPutCount"):
+            return [False] * len(records)
+        return [bool(res.get("ErrorCode")) for res in out["RequestResponses"]]
+
+    return send
+
+
+def _failing(records: list[bytes]) -> list[bool]:
+    raise RuntimeError("no Firehose client")
+
+
+def emit(report: Report, namespace: str, out: Callable[[str], None]) -> None:
+    """One EMF line per role with losses (none when everything was written), and the log lines
+    naming the lost events."""
+    for role, lines in sorted(report.lost.items()):
+        ids = event_ids(lines)
+        _log(
+            "ERROR",
+            f"archive spool: {len(lines)} records not archived at shutdown (event ids {ids})",
+            role,
+            event_ids=ids,
+        )
+        out(json.dumps(emf(namespace, role, len(lines)), separators=(",", ":")))
+    if report.sent:
+        _log("INFO", f"archive spool: {report.sent} records archived at shutdown", None)
+
+
+def emf(namespace: str, role: str, count: int) -> dict[str, Any]:
+    return {
+        "_aws": {
+            "Timestamp": int(time.time() * 1000),
+            "CloudWatchMetrics": [
+                {
+                    "Namespace": namespace,
+                    "Dimensions": [["function", "service"]],
+                    "Metrics": [{"Name": METRIC, "Unit": "Count"}],
+                }
+            ],
+        },
+        "function": role,
+        "service": SERVICE,
+        METRIC: [float(count)],
+    }
+
+
+def event_ids(lines: list[bytes]) -> list[str]:
+    ids: list[str] = []
+    for line in lines:
+        if len(ids) == MAX_LOGGED_IDS:
+            break
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        event = record.get("event") if isinstance(record, dict) else None
+        event_id = event.get("id") if isinstance(event, dict) else None
+        if event_id is None and isinstance(record, dict):
+            event_id = record.get("event_id")
+        if isinstance(event_id, str):
+            ids.append(event_id)
+    return ids
+
+
+def _spool_files(directory: str) -> list[tuple[str, str]]:
+    try:
+        names = sorted(os.listdir(directory))
+    except FileNotFoundError:
+        return []
+    return [(os.path.join(directory, n), n.split(".", 1)[0]) for n in names if n.endswith(SUFFIXES)]
+
+
+def _log(level: str, message: str, role: str | None, **extra: Any) -> None:
+    line = {"level": level, "message": message, "extension": NAME, **extra}
+    if role is not None:
+        line["function"] = role
+    _print(json.dumps(line))
+
+
+def _print(line: str) -> None:
+    print(line, flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,215 @@
+"""The archive spool's shutdown extension, run for real: the layer's zip unpacked as Lambda puts it
+in /opt, its ``extensions/broker-archive-spool`` started as a process against a fake Extensions API
+(real HTTP, tests/fakes/lambda_extensions_api.py), writing to a Firehose stream of a moto server
+that delivers to S3. The spool is written by the archiver itself, in a process then killed
+(SIGKILL) as Lambda reclaims a container: what it carried survives in the page cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+import uuid
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from brokerctl.embedded_aws import free_port
+from chalicelib.services.metrics import emf_record
+from infra import spool_layer
+from tests.fakes.lambda_extensions_api import LambdaExtensionsApi
+
+REPO = Path(__file__).resolve().parents[2]
+DEADLINE = 10.0  # seconds any wait here may take before the test fails
+
+
+@pytest.fixture
+def opt(tmp_path: Path) -> Path:
+    """The layer as Lambda unpacks it in /opt (modes kept: zipfile's extractall drops them)."""
+    opt = tmp_path / "opt"
+    with zipfile.ZipFile(_zip(tmp_path)) as archive:
+        for info in archive.infolist():
+            path = Path(archive.extract(info, opt))
+            path.chmod((info.external_attr >> 16) & 0o777)
+    return opt
+
+
+def _zip(tmp_path: Path) -> Path:
+    path = tmp_path / spool_layer.ZIP_NAME
+    path.write_bytes(spool_layer.layer_zip())
+    return path
+
+
+@pytest.fixture
+def api() -> Iterator[LambdaExtensionsApi]:
+    server = LambdaExtensionsApi().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def stream(moto_endpoint: str) -> tuple[str, str]:
+    """A Firehose stream delivering to its own S3 bucket on the moto server: (stream, bucket)."""
+    name = f"spool-{uuid.uuid4().hex[:8]}"
+    kw: dict[str, Any] = {"endpoint_url": moto_endpoint, "region_name": "us-east-1"}
+    boto3.client("s3", **kw).create_bucket(Bucket=name)
+    boto3.client("firehose", **kw).create_delivery_stream(
+        DeliveryStreamName=name,
+        ExtendedS3DestinationConfiguration={
+            "RoleARN": "arn:aws:iam::123456789012:role/firehose",
+            "BucketARN": f"arn:aws:s3:::{name}",
+            "Prefix": "archive/",
+        },
+    )
+    return name, name
+
+
+def _records(role: str, n: int) -> list[bytes]:
+    return [
+        json.dumps({"v": 1, "kind": "accepted", "event": {"id": f"{role}-{i}"}}).encode() + b"\n"
+        for i in range(n)
+    ]
+
+
+_CONTAINER = """
+import json, os, signal, sys
+from chalicelib.adapters.archive_spool import FileSpool
+from chalicelib.services.archiver import Archiver, SpooledArchive
+from chalicelib.services.metrics import Metrics
+from tests.fakes import MemoryArchive
+
+spool_dir, carried = sys.argv[1], json.loads(sys.argv[2])
+for role, records in carried.items():
+    archive = SpooledArchive(MemoryArchive(), lambda r: FileSpool(spool_dir, r))
+    archiver = Archiver(archive, Metrics(enabled=False), role, carry_seconds=3600)
+    for record in records:
+        assert archiver.write([record.encode()])
+os.kill(os.getpid(), signal.SIGKILL)  # reclaimed: no exit handler, no flush
+"""
+
+
+def _carry(spool_dir: Path, carried: dict[str, list[bytes]]) -> None:
+    """What a warm container leaves when it is killed: a process whose archivers carried
+    ``carried`` (role -> records) and never wrote them."""
+    payload = json.dumps({role: [r.decode() for r in records] for role, records in carried.items()})
+    process = subprocess.run(
+        [sys.executable, "-c", _CONTAINER, str(spool_dir), payload],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        timeout=DEADLINE,
+    )
+    assert process.returncode == -signal.SIGKILL, process.stderr
+
+
+def _start(opt: Path, api: LambdaExtensionsApi, env: dict[str, str]) -> subprocess.Popen[str]:
+    launcher = opt / "extensions" / spool_layer.EXTENSION_NAME
+    assert launcher.stat().st_mode & stat.S_IXUSR
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    process = subprocess.Popen(
+        [str(launcher)],
+        env={
+            "PATH": path,  # python3 is the runtime's interpreter on Lambda
+            "AWS_LAMBDA_RUNTIME_API": api.host_port,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_REGION": "us-east-1",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            **env,
+        },
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    if not api.waiting.wait(DEADLINE):
+        process.kill()
+        pytest.fail(f"the extension never waited for an event: {process.communicate()}")
+    return process
+
+
+def _archived(endpoint: str, bucket: str) -> list[bytes]:
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+    lines: list[bytes] = []
+    for item in s3.list_objects_v2(Bucket=bucket).get("Contents", []):
+        body = s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()
+        lines += body.splitlines(keepends=True)
+    return lines
+
+
+def test_at_shutdown_every_carried_record_is_archived_and_the_spool_removed(
+    opt: Path, api: LambdaExtensionsApi, stream: tuple[str, str], moto_endpoint: str, tmp_path: Path
+) -> None:
+    spool = tmp_path / "spool"
+    carried = {"ingress": _records("ingress", 40), "delivery": _records("delivery", 7)}
+    _carry(spool, carried)
+    assert len(list(spool.iterdir())) == 2  # one file per archiver
+    name, bucket = stream
+    process = _start(
+        opt,
+        api,
+        {
+            "AWS_ENDPOINT_URL": moto_endpoint,
+            "BROKER_ARCHIVE_STREAM": name,
+            "BROKER_ARCHIVE_SPOOL_DIR": str(spool),
+        },
+    )
+    [registered] = api.extensions.values()
+    assert registered.name == spool_layer.EXTENSION_NAME and registered.events == ["SHUTDOWN"]
+
+    api.shutdown("spindown", int((time.time() + 2.0) * 1000))
+    out, err = process.communicate(timeout=DEADLINE)
+
+    assert process.returncode == 0, err
+    assert sorted(_archived(moto_endpoint, bucket)) == sorted(
+        carried["ingress"] + carried["delivery"]
+    )
+    assert list(spool.iterdir()) == []
+    assert "archive_spool_lost_count" not in out
+    assert "47 records archived at shutdown" in out
+
+
+def test_with_firehose_unreachable_the_loss_is_counted_and_it_exits_before_the_deadline(
+    opt: Path, api: LambdaExtensionsApi, tmp_path: Path
+) -> None:
+    spool = tmp_path / "spool"
+    _carry(spool, {"ingress": _records("ingress", 12), "delivery": _records("delivery", 3)})
+    process = _start(
+        opt,
+        api,
+        {
+            "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}",  # nothing listens there
+            "BROKER_ARCHIVE_STREAM": "archive",
+            "BROKER_ARCHIVE_SPOOL_DIR": str(spool),
+        },
+    )
+    deadline = time.time() + 2.0  # Lambda's shutdown budget with external extensions
+    api.shutdown("timeout", int(deadline * 1000))
+    out, err = process.communicate(timeout=DEADLINE)
+    exited = time.time()
+
+    assert process.returncode == 0, err
+    assert exited < deadline, f"exited {exited - deadline:.2f} s after the deadline"
+    lines = [json.loads(line) for line in out.splitlines()]
+    metrics = {d["function"]: d for d in lines if "_aws" in d}
+    assert {f: d["archive_spool_lost_count"] for f, d in metrics.items()} == {
+        "ingress": [12.0],
+        "delivery": [3.0],
+    }
+    # The broker's own metrics' namespace and dimensions (services/metrics.py, powertools' EMF).
+    ours = emf_record({"function": "ingress"}, {"archive_spool_lost_count": ("Count", [12.0])})
+    for document in metrics.values():
+        assert document["_aws"]["CloudWatchMetrics"] == ours["_aws"]["CloudWatchMetrics"]
+        assert document["service"] == ours["service"]
+    logged = {d["function"]: d["event_ids"] for d in lines if "event_ids" in d}
+    assert logged == {
+        "ingress": [f"ingress-{i}" for i in range(12)],
+        "delivery": [f"delivery-{i}" for i in range(3)],
+    }
+    assert list(spool.iterdir()) == []  # counted as lost now: never sent (or counted) twice
