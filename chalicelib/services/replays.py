@@ -4,12 +4,13 @@ back into the chosen triggers' queues.
 The runner works in bounded runs (one Lambda invocation, or a turn of the local runtime's thread).
 A run takes the replay's lease, then repeats: read the next batch (≤ ``batch_events`` selected
 events, or the rest of an archive object), send it to the queues, checkpoint the position in the
-replay's stored state with optimistic versioning. A batch's SendMessageBatch calls (10 messages
-each) run ``send_concurrency`` at a time: a standard queue's in any order, a FIFO queue's one
-after the other (its groups' order), different queues side by side; the checkpoint waits for all
-of them. A crash between a send and its checkpoint re-sends that one batch on the next run;
-nothing is skipped. A DELETE removes the replay: the
-next checkpoint finds it gone and the run stops.
+replay's stored state with optimistic versioning. A standard queue's events travel in packs
+(``sqs_message``: many events to a message), a FIFO queue's one to a message. A batch's
+SendMessageBatch calls (10 messages each) run ``send_concurrency`` at a time: a standard queue's
+in any order, a FIFO queue's one after the other (its groups' order), different queues side by
+side; the next batch is read and packed meanwhile, and the checkpoint waits for all of them. A
+crash between a send and its checkpoint re-sends that one batch on the next run; nothing is
+skipped. A DELETE removes the replay: the next checkpoint finds it gone and the run stops.
 """
 
 from __future__ import annotations
@@ -497,6 +498,14 @@ class ReplayRunner:
         packers: dict[str, _Packer] = {}
         missing = 0
         name = replay.short_name
+
+        def packer(route: Route) -> _Packer:
+            found = packers.get(route.queue)
+            if found is None:
+                head = pack_head(replay.namespace, replay.broker, route.name, {})
+                found = packers[route.queue] = _Packer(head, per_queue.setdefault(route.queue, []))
+            return found
+
         # Every event to every route, in packs: the archived JSON goes on without being decoded
         # (it is what ingress accepted; its required attributes are checked).
         every = (
@@ -509,13 +518,7 @@ class ReplayRunner:
                 raw = _pack_text_undecoded(record, name)
                 if raw:
                     for route in routes:
-                        packer = packers.get(route.queue)
-                        if packer is None:
-                            packer = packers[route.queue] = _Packer(
-                                pack_head(replay.namespace, replay.broker, route.name, {}),
-                                per_queue.setdefault(route.queue, []),
-                            )
-                        packer.add(raw)
+                        packer(route).add(raw)
                     continue
             event = self._event(record)
             if event is None:
@@ -534,13 +537,7 @@ class ReplayRunner:
                     if text is None:
                         text = _pack_text(record, event, name)
                     if text:
-                        packer = packers.get(route.queue)
-                        if packer is None:
-                            packer = packers[route.queue] = _Packer(
-                                pack_head(replay.namespace, replay.broker, route.name, {}),
-                                per_queue.setdefault(route.queue, []),
-                            )
-                        packer.add(text)
+                        packer(route).add(text)
                         continue
                 if replayed is None:
                     replayed = event.replace_attributes({rp.EXTENSION: name})
@@ -549,8 +546,8 @@ class ReplayRunner:
                 )
                 group = ordering.group_for(fifo, event.get(ordering.PARTITION_KEY))
                 per_queue.setdefault(route.queue, []).append((body, group, 1))
-        for packer in packers.values():
-            packer.flush()
+        for filled in packers.values():
+            filled.flush()
         return per_queue, missing
 
     def _start(self, replay: rp.Replay, messages: _Messages) -> Callable[[], tuple[int, int]]:
