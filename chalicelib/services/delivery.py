@@ -72,6 +72,9 @@ FAILURE_RETRY_SECONDS = 10
 KEEP_SECONDS = 43_200
 # The longest DelaySeconds SQS takes: a retried event of a pack waits longer by a not-before.
 MAX_DELAY_SECONDS = 900
+# An event of a pack is sent only if its attempt can end this long before the invocation's end
+# (its settling and the archive's write come after it); else it goes back to its queue untried.
+PACK_SETTLE_SECONDS = 5.0
 REQUEUE_FAILURE_METRIC = "requeue_failure_count"
 # The archive (schema v1) and the metrics record an acknowledged Kafka publish as 202 Accepted: a
 # success without a reply.
@@ -142,6 +145,10 @@ class Job:
     # message of its own carrying its attempts, never the record.
     slot: int
     packed: bool = False
+    # An event of a pack: the monotonic time its attempt must end by (None: no limit), and
+    # whether it was left untried for want of time.
+    until: float | None = None
+    deferred: bool = False
 
     def __init__(
         self,
@@ -288,8 +295,10 @@ class Delivery:
         handler raised."""
         records = list(event.get("Records", []))
         archived: list[bytes] = []  # one archive call per invocation, not one per record
+        remaining = getattr(context, "get_remaining_time_in_millis", None)
+        until = None if remaining is None else time.monotonic() + remaining() / 1000
         try:
-            outcomes = self._deliver_all(records, archived)
+            outcomes = self._deliver_all(records, archived, until)
             results = dict(zip((r["messageId"] for r in records), outcomes, strict=True))
         finally:
             self._flush(archived)
@@ -315,7 +324,7 @@ class Delivery:
         return dict(response)
 
     def _deliver_all(
-        self, records: list[Mapping[str, Any]], archived: list[bytes]
+        self, records: list[Mapping[str, Any]], archived: list[bytes], until: float | None = None
     ) -> list[Exception | None]:
         """A batch in three passes, each over every record: read the messages and build the
         requests; send them (one at a time or several at once, as the pacer says); act on the
@@ -328,7 +337,7 @@ class Delivery:
         destinations: dict[tuple[str, str, str], Destination | None] = {}  # this batch's
         for i, record in enumerate(records):
             try:
-                jobs.extend(self._prepare_all(i, record, destinations, len(jobs)))
+                jobs.extend(self._prepare_all(i, record, destinations, len(jobs), until=until))
             except Exception as exc:
                 outcomes[i] = self._failure(record, exc)
         if not jobs:
@@ -341,7 +350,7 @@ class Delivery:
             self._send_all(jobs)
         other = []
         for job in sent:
-            if job.error is None:
+            if job.error is None and not job.deferred:
                 try:
                     job.answer = self._judge(job)
                     if job.answer.outcome is Outcome.SUCCESS:  # nothing to do but record it
@@ -572,6 +581,7 @@ class Delivery:
         first: int,
         *,
         packs: bool = True,
+        until: float | None = None,
     ) -> list[Job]:
         """Read the message and build the requests: one job, or one per event of a pack (jobs
         numbered from ``first``); none when there is nothing to send. ``destinations``: where
@@ -617,6 +627,8 @@ class Delivery:
         for n, queued in enumerate(entries):
             job = Job(first + n, record, queue, attempt, queued, destination)
             job.slot, job.packed = slot, packed
+            if packed and until is not None:
+                job.until = until - PACK_SETTLE_SECONDS - destination.timeout
             if queued.event is not None:  # inline; a claim check is read from S3 when sending
                 self._build(job, queued.event)
             jobs.append(job)
@@ -644,13 +656,13 @@ class Delivery:
         self._send_single(queue, record, str(record["body"]), delay, attributes, queued)
         return True
 
-    def _send_back(self, job: Job, delay: float) -> None:
+    def _send_back(self, job: Job, delay: float, made: int | None = None) -> None:
         """A retried event of a pack goes back to its queue as a message of its own, delayed by
         its backoff and carrying the attempts made (``_prepare_all`` adds them to the receive
         count, so ``policy.final`` dead-letters it at the trigger's retry count). A backoff past
         SQS's 900 s DelaySeconds is kept by a not-before (``_wait_longer``)."""
         wait = policy.visibility_timeout_for(delay)
-        attributes = {ATTEMPTS_ATTRIBUTE: str(job.attempt)}
+        attributes = {ATTEMPTS_ATTRIBUTE: str(job.attempt if made is None else made)}
         if wait > MAX_DELAY_SECONDS:
             due = int(self._clock().timestamp()) + wait
             attributes[NOT_BEFORE_ATTRIBUTE] = str(due)
@@ -794,7 +806,11 @@ class Delivery:
         return transformed
 
     def _transmit(self, job: Job) -> None:
-        """Send one job's request (on any thread); never raises: a failure is kept on the job."""
+        """Send one job's request (on any thread); never raises: a failure is kept on the job.
+        An event of a pack whose attempt could outlast the invocation is not sent (deferred)."""
+        if job.until is not None and time.monotonic() > job.until:
+            job.deferred = True
+            return
         try:
             if job.event is None:
                 self._build(job, self._parts.claims.load(job.queued))
@@ -840,6 +856,10 @@ class Delivery:
 
     def _settle(self, job: Job, archived: list[bytes]) -> None:
         """Act on the answer: ingest a reply, schedule a retry or give up, and record it."""
+        if job.deferred:  # not an attempt: back to its queue with the attempts made before
+            log.info("event left for lack of time in the invocation", extra=log_keys(job))
+            self._send_back(job, 0.0, made=job.attempt - 1)
+            return
         answer = job.answer
         assert answer is not None
         outcome = answer.outcome

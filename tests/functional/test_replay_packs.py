@@ -362,3 +362,48 @@ def test_max_rate_copies_a_packs_events_back_alone_with_their_attempts() -> None
     )
     # never tried in that receive: the copy carries the attempts made before it (1)
     assert {tuple(m.message_attributes.items()) for m in copies} == {((ATTEMPTS_ATTRIBUTE, "1"),)}
+
+
+class _Context:
+    """A Lambda context with ``seconds`` left when the invocation starts."""
+
+    def __init__(self, seconds: float) -> None:
+        self.until = time.monotonic() + seconds
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self.until - time.monotonic()) * 1000))
+
+
+class _Slow(ById):
+    def post(
+        self, url: str, headers: Mapping[str, str], body: bytes, timeout: float
+    ) -> HttpResponse:
+        if headers.get("ce-id") == "slow":
+            time.sleep(0.3)
+        return super().post(url, headers, body, timeout)
+
+
+def test_a_packs_events_that_could_outlast_the_invocation_go_back_untried() -> None:
+    from chalicelib.services.delivery import PACK_SETTLE_SECONDS
+
+    h = Harness()
+    sender = _Slow({})
+    h.container.sender = sender  # type: ignore[misc]
+    h.broker()
+    h.trigger("a", delivery={"timeout": "PT1S"})
+    _put_pack(h, ["slow", "b", "c"])
+    queue = h.queue_of("a")
+    event = h.sqs_event(queue)
+    # time for the first attempt (1 s) and the settling, plus 0.2 s: not for any after the slow one
+    answer = h.container.delivery.handle_sqs_event(event, _Context(PACK_SETTLE_SECONDS + 1.2))
+    assert answer["batchItemFailures"] == []
+    h.queues.delete_message(queue, event["Records"][0]["receiptHandle"])
+    assert sender.ids() == ["slow"]
+    assert _outcomes(h) == [("slow", 1, "delivered")]  # the others made no attempt
+    back = _queued(h, queue)
+    assert sorted(decode_message(m.body).event.id for m in back) == ["b", "c"]  # type: ignore[union-attr]
+    assert all(m.message_attributes == {ATTEMPTS_ATTRIBUTE: "0"} for m in back)
+    assert all(m.visible_at <= time.monotonic() for m in back)  # due at once
+    h.deliver_once("a")  # with no limit (no context): delivered, as first attempts
+    assert sorted(sender.ids()) == ["b", "c", "slow"]
+    assert sorted(_outcomes(h))[:2] == [("b", 1, "delivered"), ("c", 1, "delivered")]
