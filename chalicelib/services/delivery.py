@@ -73,7 +73,8 @@ KEEP_SECONDS = 43_200
 # The longest DelaySeconds SQS takes: a retried event of a pack waits longer by a not-before.
 MAX_DELAY_SECONDS = 900
 # An event of a pack is sent only if its attempt can end this long before the invocation's end
-# (its settling and the archive's write come after it); else it goes back to its queue untried.
+# (its settling and the archive's write come after it); else it goes back to its queue untried,
+# alone. A single message is never left so: every event makes progress.
 PACK_SETTLE_SECONDS = 5.0
 REQUEUE_FAILURE_METRIC = "requeue_failure_count"
 # The archive (schema v1) and the metrics record an acknowledged Kafka publish as 202 Accepted: a
