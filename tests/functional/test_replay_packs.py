@@ -407,3 +407,45 @@ def test_a_packs_events_that_could_outlast_the_invocation_go_back_untried() -> N
     h.deliver_once("a")  # with no limit (no context): delivered, as first attempts
     assert sorted(sender.ids()) == ["b", "c", "slow"]
     assert sorted(_outcomes(h))[:2] == [("b", 1, "delivered"), ("c", 1, "delivered")]
+
+
+def test_a_replayed_event_reaches_the_subscriber_as_it_did_live_through_either_path() -> None:
+    """The undecoded path (every route matches everything) and the decoded one (a filter) carry
+    the archived JSON into packs; the subscriber gets the same request as live, but for
+    ``replayname``."""
+    h = Harness(settings=replace(Settings(), cache_ttl_seconds=0.0, replay_settle_seconds=0.0))
+    sender = ById({})
+    h.container.sender = sender  # type: ignore[misc]
+    h.broker()
+    h.trigger("all")
+    h.trigger("some", filter={"type": "t"})
+    start, _ = window()
+    sent = [
+        ({"content-type": "application/octet-stream"}, bytes(range(256))),
+        ({"content-type": "application/json"}, b'{"a": [1, 2.5, "\\u00e9"], "b": null}'),
+        ({"content-type": "text/plain; charset=utf-8", "ce-exttext": "x%20y"}, "é ☃".encode()),
+        ({"ce-dataschema": "https://example.com/s", "ce-time": "2026-01-31T10:00:00Z"}, b""),
+    ]
+    for i, (extra, data) in enumerate(sent):
+        headers = {"ce-specversion": "1.0", "ce-id": f"f{i}", "ce-source": "/s", "ce-type": "t"}
+        assert h.post({**headers, **extra}, data).status == 202
+    for trigger in ("all", "some"):
+        assert h.deliver_once(trigger).get("batchItemFailures", []) == []
+    live = list(sender.sent)
+    flush_archive(h)
+    _, end = window()
+    for trigger in ("all", "some"):  # one replay each: a route with a filter decodes
+        put_replay(h, trigger, start, end, triggers=[trigger])
+        assert h.container.replay_runner.run("ns", "default", trigger, 10.0)
+    for trigger in ("all", "some"):
+        assert all('"pack":[' in m.body for m in _queued(h, h.queue_of(trigger)))
+        assert h.deliver_once(trigger).get("batchItemFailures", []) == []
+    replayed = sender.sent[len(live) :]
+
+    def request(s: SentRequest) -> tuple[str, bytes, dict[str, str]]:
+        varying = {"traceparent", "tracestate", "ce-replayname"}
+        return s.url, s.body, {k: v for k, v in s.headers.items() if k not in varying}
+
+    assert len(replayed) == len(live) == 2 * len(sent)
+    assert sorted(map(request, replayed), key=repr) == sorted(map(request, live), key=repr)
+    assert sorted(s.headers["ce-replayname"] for s in replayed) == ["all"] * 4 + ["some"] * 4
