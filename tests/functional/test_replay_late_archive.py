@@ -32,7 +32,7 @@ def _carrying(tmp_path: Path, late: bool) -> tuple[Harness, Wall]:
     h = harness(archive_carry_seconds=3600.0)  # a warm container carries its archive records
     wall = Wall()
     late_archive = LateArchive(h.blobs, h.settings.archive_bucket, clock=wall) if late else None
-    h.container.archive = SpooledArchive(  # type: ignore[misc]
+    h.container.archive = SpooledArchive(
         h.archive, lambda role: FileSpool(str(tmp_path), role), late=late_archive
     )
     h.broker()

@@ -185,6 +185,14 @@ def test_arrival_reads_the_records_own_at_only() -> None:
     assert late_archive.arrival(b'{"v":1,"kind":"x","at":"2026-01-01T00:00:00"}') is None  # no zone
 
 
+def test_an_at_in_another_rfc3339_shape_is_compared_as_a_time() -> None:
+    offset = b'{"v":1,"kind":"accepted","at":"2026-03-04T12:59:40.5+02:00"}\n'  # 10:59:40.5Z
+    fresh, late = late_archive.split([offset], T + timedelta(seconds=LATE_SECONDS))
+    assert fresh == [offset] and late == {}
+    fresh, late = late_archive.split([offset], T + timedelta(seconds=LATE_SECONDS + 1))
+    assert fresh == [] and late == {datetime(2026, 3, 4, 10, tzinfo=UTC): [offset]}
+
+
 def test_the_shutdown_extension_applies_the_same_rule() -> None:
     """The extension's own copy (it runs with the standard library only) agrees."""
     records = [
