@@ -173,8 +173,8 @@ def drain(
                     _log("ERROR", f"archive spool: no S3 client: {exc}", role)
                     put = _failing_put
             not_put = _put_late(late, put, deadline, clock, role)
-            report.late[role] = report.late.get(role, 0) + sum(map(len, late.values()))
-            report.late[role] -= len(not_put)
+            put_count = sum(map(len, late.values())) - len(not_put)
+            report.late[role] = report.late.get(role, 0) + put_count
             unsent += not_put
         if fresh and clock() < deadline:
             if send is None:

@@ -213,6 +213,50 @@ def test_the_shutdown_extension_applies_the_same_rule() -> None:
     assert extension.object_body(records) == late_archive.object_body(records)
 
 
+def test_the_extension_retries_a_put_with_the_same_key_and_without_a_bucket_uses_firehose(
+    tmp_path: Path,
+) -> None:
+    lines = [_accepted("a", T), _accepted("b", T + timedelta(hours=1))]
+    now = (T + timedelta(hours=3)).timestamp()
+    keys: list[str] = []
+
+    def flaky(key: str, body: bytes) -> None:
+        keys.append(key)
+        if len(keys) == 1:
+            raise RuntimeError("SlowDown")
+        assert [r["event"]["id"] for r in object_records(key, body).records if r]
+
+    (tmp_path / "ingress.1.a.1.carry").write_bytes(b"".join(lines))
+    report = extension.drain(
+        str(tmp_path), lambda: _unused, 1e12, putter=lambda: flaky, wall=lambda: now
+    )
+    assert report.late == {"ingress": 2} and report.sent == 2 and report.lost == {}
+    assert len(keys) == 3 and keys[0] == keys[2] != keys[1]  # hour 10 retried after hour 11
+    assert [hour_of_key(k) for k in keys[:2]] == [
+        datetime(2026, 3, 4, 10, tzinfo=UTC),
+        datetime(2026, 3, 4, 11, tzinfo=UTC),
+    ]
+
+    firehose: list[bytes] = []
+    (tmp_path / "ingress.1.a.2.carry").write_bytes(b"".join(lines))
+    report = extension.drain(
+        str(tmp_path), lambda: _memory(firehose), 1e12, putter=None, wall=lambda: now
+    )
+    assert firehose == [b"".join(lines)] and report.late == {} and report.sent == 2
+
+
+def _unused(records: list[bytes]) -> list[bool]:
+    raise AssertionError("nothing fresh to send to Firehose")
+
+
+def _memory(firehose: list[bytes]) -> extension.Sender:
+    def send(records: list[bytes]) -> list[bool]:
+        firehose.extend(records)
+        return [False] * len(records)
+
+    return send
+
+
 def test_the_container_wires_the_archive_bucket(tmp_path: Path) -> None:
     settings = Settings(
         archive_carry_seconds=1.0, archive_spool_dir=str(tmp_path), archive_bucket="the-bucket"
