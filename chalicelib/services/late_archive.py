@@ -1,15 +1,16 @@
 """Carried archive records that reach the archive late go where replays look for them.
 
 A warm Lambda container carries its archive records to its next invocation, or to its shutdown
-(services/archiver.py, docs/cost.md). Firehose files a record under the hour it *receives* it
-(``archive/YYYY/MM/DD/HH/``), and a replay of ``[from, to)`` reads only the hours from ``from``'s
-to ``core/archive_reader.last_hour(to)``, starting ``BROKER_REPLAY_SETTLE_SECONDS`` (360 s) after
-``to``. A record carried by a container that then sat idle for an hour would be filed an hour
-late, where no replay of its range ever looks. So a record written more than ``LATE_SECONDS``
-after its ``at`` does not go through Firehose: it is put straight into the archive bucket, in an
-object of its own hour (``archive_key(at, "late-<role>-<uuid>.gz")``), gzip JSON lines as Firehose
-writes them with the template's ``ArchiveCompression: GZIP`` (the replay reader and the Glue job
-read gzip by its magic bytes and by the ``.gz`` name).
+(services/archiver.py, docs/cost.md). Firehose files a record by when it *receives* it (the
+``archive/YYYY/MM/DD/HH/`` of the oldest record's receipt in its S3 object), and a replay of
+``[from, to)`` reads only the hours from ``from``'s to ``core/archive_reader.last_hour(to)``,
+starting ``BROKER_REPLAY_SETTLE_SECONDS`` (360 s) after ``to``. A record carried by a container
+that then sat idle for an hour would be filed an hour late, where no replay of its range ever
+looks. So a record written more than ``LATE_SECONDS`` after its ``at`` does not go through
+Firehose: it is put straight into the archive bucket, in an object of its own hour
+(``archive_key(at, "late-<role>-<uuid>.gz")``), gzip JSON lines as Firehose writes them with the
+template's ``ArchiveCompression: GZIP`` (the replay reader and the Glue job read gzip by its
+magic bytes and by the ``.gz`` name).
 
 The shutdown extension (infra/spool_extension/extension.py) applies the same rule with its own
 copy of these few lines (it runs with the standard library only); tests hold the two together.
