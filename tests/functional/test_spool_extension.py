@@ -302,12 +302,12 @@ def test_late_records_that_s3_refuses_are_counted_lost_with_their_ids(
             "BROKER_ARCHIVE_SPOOL_DIR": str(spool),
         },
     )
-    deadline = time.time() + 2.0
+    deadline = time.time() + 1.0  # shorter than Lambda's 2 s: the puts fail until it passes
     api.shutdown("spindown", int(deadline * 1000))
     out, err = process.communicate(timeout=DEADLINE)
 
     assert process.returncode == 0, err
-    assert time.time() < deadline + 0.5
+    assert time.time() < deadline
     lines = [json.loads(line) for line in out.splitlines()]
     lost = {d["function"]: d["archive_spool_lost_count"] for d in lines if "_aws" in d}
     assert lost == {"ingress": [2.0]}
