@@ -117,8 +117,11 @@ class Container:
         # Carried records are spooled where the shutdown extension finds them (docs/cost.md).
         from chalicelib.adapters.archive_spool import FileSpool
         from chalicelib.services.archiver import SpooledArchive
+        from chalicelib.services.late_archive import LateArchive
 
-        return SpooledArchive(archive, lambda role: FileSpool(spool_dir, role))
+        # Carried records written late go to S3 under their own hour, where replays look.
+        late = LateArchive(self.blobs, self.settings.archive_bucket)
+        return SpooledArchive(archive, lambda role: FileSpool(spool_dir, role), late=late)
 
     @cached_property
     def sender(self) -> HttpSender:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from chalicelib import logs
 from chalicelib.core.errors import BrokerError
 from chalicelib.ports import Archive, CarrySpool
+from chalicelib.services.late_archive import LateArchive, late_key
 from chalicelib.services.metrics import Metrics
 
 log = logs.get("archiver")
@@ -36,7 +37,10 @@ MAX_BUFFERED = 10_000  # past this (the archive is slow or down) writers flush t
 # Each carried record is also appended to a spool (``SpooledArchive``: a file per archiver under
 # BROKER_ARCHIVE_SPOOL_DIR), which the shutdown extension (infra/spool_extension/) writes to
 # Firehose when Lambda shuts the container down before another invocation does; what it cannot
-# write it counts in ``archive_spool_lost_count`` (docs/cost.md).
+# write it counts in ``archive_spool_lost_count`` (docs/cost.md). A carried record written more
+# than ``late_archive.LATE_SECONDS`` after its ``at`` (a container that sat idle) goes straight to
+# an S3 object of its own hour instead (``SpooledArchive.late``), where replays look for it; each
+# is counted in ``archive_late_count``.
 CARRY_BYTES = 1024 * 1024
 # Archivers holding records for later: the local runtime writes them all before it stops its
 # embedded endpoint (at exit would be too late: the endpoint is gone by then).
@@ -50,6 +54,7 @@ class SpooledArchive:
 
     sink: Archive
     spools: Callable[[str], CarrySpool]
+    late: LateArchive | None = None  # None: late records go through Firehose too (filed late)
 
     def put(self, records: Sequence[bytes]) -> None:
         self.sink.put(records)
@@ -73,9 +78,11 @@ class Archiver:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._spool: CarrySpool | None = None
+        self._late: LateArchive | None = None
         if isinstance(sink, SpooledArchive):
             if carry_seconds > 0 and batch_seconds <= 0:
                 self._spool = sink.spools(role)
+                self._late = sink.late
             sink = sink.sink
         self._sink = sink
         self._metrics = metrics
@@ -153,7 +160,7 @@ class Archiver:
                 # Rotated before the call: a crash after Firehose took them and before the
                 # removal below sends them again at shutdown (duplicates), never loses them.
                 sealed = self._seal()
-        written = self._write_now(records) if records else True
+        written = self._write_carried(records) if records else True
         if sealed is not None:  # written, or counted and logged as not written: done with
             self._discard(sealed)
         return written
@@ -181,6 +188,34 @@ class Archiver:
                 )
             self.flush()
 
+    def _write_carried(self, records: Sequence[bytes]) -> bool:
+        if self._late is None:
+            return self._write_now(records)
+        fresh, late = self._late.split(records)
+        written = True
+        for hour, group in sorted(late.items()):
+            written = self._write_late(self._late, late_key(hour, self._role), group) and written
+        if fresh:
+            written = self._write_now(fresh) and written
+        return written
+
+    def _write_late(self, late: LateArchive, key: str, records: Sequence[bytes]) -> bool:
+        """One object of one hour's late records; the same key on every attempt, so that an
+        attempt S3 took but whose answer was lost is overwritten, not duplicated."""
+        error: BrokerError | None = None
+        for attempt in range(ATTEMPTS):
+            if attempt:
+                self._sleep(BACKOFF_SECONDS[min(attempt, len(BACKOFF_SECONDS)) - 1])
+            try:
+                late.put(key, records)
+            except BrokerError as exc:
+                error = exc
+                continue
+            self._metrics.count("archive_late_count", {"function": self._role}, len(records))
+            return True
+        self._failed(records, error, f"late archive object s3://{late.bucket}/{key}")
+        return False
+
     def _write_now(self, records: Sequence[bytes]) -> bool:
         error: BrokerError | None = None
         for attempt in range(ATTEMPTS):
@@ -191,17 +226,21 @@ class Archiver:
                 return True
             except BrokerError as exc:
                 error = exc
+        self._failed(records, error, "archive")
+        return False
+
+    def _failed(self, records: Sequence[bytes], error: BrokerError | None, what: str) -> None:
         self._metrics.count("archive_failure_count", {"function": self._role}, len(records))
         event_ids = _event_ids(records)
         log.error(
-            "archive failed after %d attempts, %d records not archived (event ids %s): %s",
+            "%s failed after %d attempts, %d records not archived (event ids %s): %s",
+            what,
             ATTEMPTS,
             len(records),
             event_ids,
             error,
             extra={"function": self._role, "event_ids": event_ids},
         )
-        return False
 
 
 def _event_ids(records: Sequence[bytes]) -> list[str]:

@@ -23,6 +23,7 @@ COUNTERS = (
     "dead_letter_count",
     "reply_count",
     "archive_failure_count",
+    "archive_late_count",
     "duplicate_count",
     "dedup_release_failure_count",
     "delayed_delivery_count",

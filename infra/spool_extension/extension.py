@@ -12,6 +12,13 @@ whatever its reason (spindown, timeout, failure), sends every line left to the a
 ids and prints a CloudWatch EMF line: ``archive_spool_lost_count`` in the broker's namespace,
 dimensions ``function`` (the archiver's role, as ``archive_failure_count``) and ``service``.
 
+A line whose ``at`` is more than LATE_SECONDS old (after an idle container, most of them) does
+not go to Firehose, which would file it under the hour of the shutdown, where no replay of its
+range looks: it is put, with the others of its role and hour, into one S3 object under its own
+hour of the archive bucket (BROKER_ARCHIVE_BUCKET), ``archive/YYYY/MM/DD/HH/late-<role>-<uuid>.gz``,
+gzip JSON lines; those are counted in ``archive_late_count``. The same rule as the archiver's
+(chalicelib/services/late_archive.py; tests/unit/test_archive_late.py holds the copies together).
+
 Self-contained on purpose: it runs from the layer (/opt), beside the function, with the standard
 library and the runtime's own boto3 (imported only when there is something to send, so the
 extension adds nothing to a cold start but the interpreter). Run as
@@ -20,19 +27,28 @@ extension adds nothing to a cold start but the interpreter). Run as
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import re
 import sys
 import time
 import urllib.request
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 NAME = "broker-archive-spool"
 SPOOL_DIR = "/tmp/broker-archive-spool"  # chalicelib/config.py SPOOL_DIR
 SUFFIXES = (".carry", ".sending")  # chalicelib/adapters/archive_spool.py
 METRIC = "archive_spool_lost_count"
+LATE_METRIC = "archive_late_count"
+# chalicelib/services/late_archive.py: a line written this long after its ``at`` goes to S3.
+LATE_SECONDS = 30.0
+_AT = re.compile(rb'\{"v":\d{1,4},"kind":"[a-z_]{1,32}","at":"([0-9T:.+\-Z]{10,40})"')
+GZIP_LEVEL = 6
 NAMESPACE = "ServerlessBroker"  # chalicelib/services/metrics.py (POWERTOOLS_METRICS_NAMESPACE)
 SERVICE = "serverless-broker"
 MARGIN_SECONDS = 0.25  # exit this long before the deadline: past it Lambda sends SIGKILL
@@ -50,6 +66,7 @@ _API = "/2020-01-01/extension"
 class Report:
     sent: int = 0
     lost: dict[str, list[bytes]] = field(default_factory=dict)  # role -> lines not archived
+    late: dict[str, int] = field(default_factory=dict)  # role -> late lines put in S3
 
     @property
     def lost_count(self) -> int:
@@ -72,10 +89,12 @@ def main(argv: list[str]) -> int:
 
 def shutdown(env: dict[str, str] | os._Environ[str], deadline: float) -> int:
     stream = env.get("BROKER_ARCHIVE_STREAM", "")
+    bucket = env.get("BROKER_ARCHIVE_BUCKET", "")
     report = drain(
         env.get("BROKER_ARCHIVE_SPOOL_DIR") or SPOOL_DIR,
         lambda: firehose_sender(stream, deadline),
         deadline,
+        putter=(lambda: s3_putter(bucket, deadline)) if bucket else None,
     )
     emit(report, env.get("POWERTOOLS_METRICS_NAMESPACE") or NAMESPACE, _print)
     return 0
@@ -109,6 +128,8 @@ def next_event(api: str, identifier: str) -> dict[str, Any]:
 # A sender writes Firehose records in one call and says, for each, whether Firehose refused it;
 # it raises when the call itself failed.
 Sender = Callable[[list[bytes]], list[bool]]
+# A putter writes one object (key, bytes) to the archive bucket; it raises when it failed.
+Putter = Callable[[str, bytes], None]
 
 
 def drain(
@@ -116,13 +137,19 @@ def drain(
     sender: Callable[[], Sender],
     deadline: float,
     clock: Callable[[], float] = time.time,
+    putter: Callable[[], Putter] | None = None,
+    wall: Callable[[], float] = time.time,
 ) -> Report:
-    """Sends every spooled line, removes the spool files, and reports what was not archived."""
+    """Sends every spooled line (late ones to S3 when there is a ``putter``: no bucket named, they
+    go to Firehose, filed late but archived), removes the spool files, and reports what was not
+    archived."""
     report = Report()
     files = _spool_files(directory)
     if not files:
         return report
+    now = wall()
     send: Sender | None = None
+    put: Putter | None = None
     for path, role in files:
         try:
             with open(path, "rb") as f:
@@ -133,15 +160,32 @@ def drain(
         lines = data.splitlines(keepends=True)
         if lines and not lines[-1].endswith(b"\n"):  # torn by a crash in the middle of a write
             report.lost.setdefault(role, []).append(lines.pop())
-        unsent = lines
-        if lines and clock() < deadline:
+        fresh, late = split_late(lines, now)
+        if late and putter is None:
+            _log("WARNING", "archive spool: no BROKER_ARCHIVE_BUCKET: late lines to Firehose", role)
+            fresh, late = lines, {}
+        unsent: list[bytes] = []
+        if late and putter is not None:
+            if put is None:
+                try:
+                    put = putter()
+                except Exception as exc:  # no boto3, no credentials: all lost
+                    _log("ERROR", f"archive spool: no S3 client: {exc}", role)
+                    put = _failing_put
+            not_put = _put_late(late, put, deadline, clock, role)
+            put_count = sum(map(len, late.values())) - len(not_put)
+            report.late[role] = report.late.get(role, 0) + put_count
+            unsent += not_put
+        if fresh and clock() < deadline:
             if send is None:
                 try:
                     send = sender()
                 except Exception as exc:  # no boto3, no credentials: all lost
                     _log("ERROR", f"archive spool: no Firehose client: {exc}", role)
                     send = _failing
-            unsent = _send_lines(lines, send, deadline, clock, role)
+            unsent += _send_lines(fresh, send, deadline, clock, role)
+        else:
+            unsent += fresh
         report.sent += len(lines) - len(unsent)
         if unsent:
             report.lost.setdefault(role, []).extend(unsent)
@@ -178,6 +222,71 @@ def _send_lines(
     if pending and error:
         _log("ERROR", f"archive spool: Firehose: {error[:300]}", role)
     return [line for i in pending for line in records[i][1]]
+
+
+def _put_late(
+    late: dict[int, list[bytes]],
+    put: Putter,
+    deadline: float,
+    clock: Callable[[], float],
+    role: str,
+) -> list[bytes]:
+    """One object per hour, each retried (with the same key) until the deadline; the lines not
+    archived by then."""
+    pending = {late_key(hour, role): lines for hour, lines in sorted(late.items())}
+    bodies = {key: object_body(lines) for key, lines in pending.items()}
+    error = ""
+    while pending and clock() < deadline:
+        for key in list(pending):
+            if clock() >= deadline:
+                break
+            try:
+                put(key, bodies[key])
+            except Exception as exc:  # any failure of the call: retried below
+                error = str(exc)
+                continue
+            del pending[key]
+        if pending and clock() + RETRY_PAUSE_SECONDS < deadline:
+            time.sleep(RETRY_PAUSE_SECONDS)
+    if pending and error:
+        _log("ERROR", f"archive spool: S3: {error[:300]}", role)
+    return [line for lines in pending.values() for line in lines]
+
+
+def arrival(line: bytes) -> float | None:
+    """A line's ``at`` as a POSIX time, or None when it has none the archive writer gives."""
+    found = _AT.match(line)
+    if found is None:
+        return None
+    try:
+        at = datetime.fromisoformat(found.group(1).decode())
+    except ValueError:
+        return None
+    return at.timestamp() if at.tzinfo is not None else None
+
+
+def split_late(lines: list[bytes], now: float) -> tuple[list[bytes], dict[int, list[bytes]]]:
+    """``(fresh, late)``: the lines Firehose still files in time, and the late ones by the hour
+    of their ``at`` (the hour's POSIX time)."""
+    fresh: list[bytes] = []
+    late: dict[int, list[bytes]] = {}
+    for line in lines:
+        at = arrival(line)
+        if at is None or at >= now - LATE_SECONDS:
+            fresh.append(line)
+        else:
+            late.setdefault(int(at // 3600) * 3600, []).append(line)
+    return fresh, late
+
+
+def late_key(hour: int, role: str, unique: str | None = None) -> str:
+    stamp = datetime.fromtimestamp(hour, UTC)
+    return f"archive/{stamp:%Y/%m/%d/%H}/late-{role}-{unique or uuid.uuid4().hex}.gz"
+
+
+def object_body(lines: list[bytes]) -> bytes:
+    data = b"".join(r if r.endswith(b"\n") else r + b"\n" for r in lines)
+    return gzip.compress(data, compresslevel=GZIP_LEVEL, mtime=0)
 
 
 def pack(lines: list[bytes]) -> list[tuple[bytes, list[bytes]]]:
@@ -239,13 +348,40 @@ def firehose_sender(stream: str, deadline: float) -> Sender:
     return send
 
 
+def s3_putter(bucket: str, deadline: float) -> Putter:
+    runtime_dir = os.environ.get("LAMBDA_RUNTIME_DIR")
+    if runtime_dir and runtime_dir not in sys.path:
+        sys.path.append(runtime_dir)
+    import boto3
+    from botocore.config import Config
+
+    budget = max(0.1, deadline - time.time())
+    client = boto3.client(
+        "s3",
+        config=Config(
+            connect_timeout=min(1.0, budget),
+            read_timeout=budget,
+            retries={"max_attempts": 1},  # retried here, within the deadline
+        ),
+    )
+
+    def put(key: str, body: bytes) -> None:
+        client.put_object(Bucket=bucket, Key=key, Body=body)
+
+    return put
+
+
 def _failing(records: list[bytes]) -> list[bool]:
     raise RuntimeError("no Firehose client")
 
 
+def _failing_put(key: str, body: bytes) -> None:
+    raise RuntimeError("no S3 client")
+
+
 def emit(report: Report, namespace: str, out: Callable[[str], None]) -> None:
-    """One EMF line per role with losses (none when everything was written), and the log lines
-    naming the lost events."""
+    """One EMF line per role with losses (none when everything was written) and one per role
+    with late lines put in S3, and the log lines naming the lost events."""
     for role, lines in sorted(report.lost.items()):
         ids = event_ids(lines)
         _log(
@@ -255,11 +391,20 @@ def emit(report: Report, namespace: str, out: Callable[[str], None]) -> None:
             event_ids=ids,
         )
         out(json.dumps(emf(namespace, role, len(lines)), separators=(",", ":")))
+    for role, count in sorted(report.late.items()):
+        if count:
+            line = emf(namespace, role, count, LATE_METRIC)
+            out(json.dumps(line, separators=(",", ":")))
     if report.sent:
-        _log("INFO", f"archive spool: {report.sent} records archived at shutdown", None)
+        late = sum(report.late.values())
+        _log(
+            "INFO",
+            f"archive spool: {report.sent} records archived at shutdown ({late} late, in S3)",
+            None,
+        )
 
 
-def emf(namespace: str, role: str, count: int) -> dict[str, Any]:
+def emf(namespace: str, role: str, count: int, metric: str = METRIC) -> dict[str, Any]:
     return {
         "_aws": {
             "Timestamp": int(time.time() * 1000),
@@ -267,13 +412,13 @@ def emf(namespace: str, role: str, count: int) -> dict[str, Any]:
                 {
                     "Namespace": namespace,
                     "Dimensions": [["function", "service"]],
-                    "Metrics": [{"Name": METRIC, "Unit": "Count"}],
+                    "Metrics": [{"Name": metric, "Unit": "Count"}],
                 }
             ],
         },
         "function": role,
         "service": SERVICE,
-        METRIC: [float(count)],
+        metric: [float(count)],
     }
 
 

@@ -16,6 +16,7 @@ import time
 import uuid
 import zipfile
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,8 @@ import boto3
 import pytest
 
 from brokerctl.embedded_aws import free_port
+from chalicelib.core import archive
+from chalicelib.core.archive_reader import hour_of_key, object_records
 from chalicelib.services.metrics import emf_record
 from infra import spool_layer
 from tests.fakes.lambda_extensions_api import LambdaExtensionsApi
@@ -213,3 +216,101 @@ def test_with_firehose_unreachable_the_loss_is_counted_and_it_exits_before_the_d
         "delivery": [f"delivery-{i}" for i in range(3)],
     }
     assert list(spool.iterdir()) == []  # counted as lost now: never sent (or counted) twice
+
+
+def _accepted(event_id: str, at: datetime) -> bytes:
+    event = {"specversion": "1.0", "id": event_id, "source": "/s", "type": "t"}
+    return archive.encode_line(archive.accepted_record("ns", "b", event, ["t1"], 10, at))
+
+
+def test_late_records_are_put_under_the_hour_of_their_arrival_and_read_back_by_a_replay(
+    opt: Path, api: LambdaExtensionsApi, stream: tuple[str, str], moto_endpoint: str, tmp_path: Path
+) -> None:
+    """A container idle for two hours: what it carried goes to S3 objects of the hours the
+    records arrived in (one per role and hour), not to Firehose (which would file them under
+    the hour of the shutdown); the one fresh record still goes to Firehose."""
+    now = datetime.now(UTC)
+    two_hours_ago = now - timedelta(hours=2)
+    hour = two_hours_ago.replace(minute=0, second=0, microsecond=0)
+    first, second = hour + timedelta(minutes=1), hour + timedelta(minutes=2)
+    next_hour = hour + timedelta(hours=1, minutes=5)
+    spool = tmp_path / "spool"
+    carried = {
+        "ingress": [_accepted("i1", first), _accepted("i2", next_hour), _accepted("i3", now)],
+        "delivery": [_accepted("d1", second)],
+    }
+    _carry(spool, carried)
+    name, bucket = stream
+    process = _start(
+        opt,
+        api,
+        {
+            "AWS_ENDPOINT_URL": moto_endpoint,
+            "BROKER_ARCHIVE_STREAM": name,
+            "BROKER_ARCHIVE_BUCKET": bucket,
+            "BROKER_ARCHIVE_SPOOL_DIR": str(spool),
+        },
+    )
+    api.shutdown("spindown", int((time.time() + 2.0) * 1000))
+    out, err = process.communicate(timeout=DEADLINE)
+
+    assert process.returncode == 0, err
+    s3 = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1")
+    objects = {
+        item["Key"]: s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()
+        for item in s3.list_objects_v2(Bucket=bucket).get("Contents", [])
+    }
+    late = {k: v for k, v in objects.items() if "/late-" in k}
+    read = {
+        (hour_of_key(k), k.split("/")[-1].split("-")[1]): [
+            r["event"]["id"] for r in object_records(k, blob).records if r
+        ]
+        for k, blob in late.items()
+    }
+    assert read == {
+        (hour, "ingress"): ["i1"],
+        (hour + timedelta(hours=1), "ingress"): ["i2"],
+        (hour, "delivery"): ["d1"],
+    }
+    assert all(k.endswith(".gz") and v[:2] == b"\x1f\x8b" for k, v in late.items())
+    through_firehose = [
+        line for k, v in objects.items() if k not in late for line in v.splitlines(keepends=True)
+    ]
+    assert through_firehose == [carried["ingress"][2]]
+    assert list(spool.iterdir()) == []
+    lines = [json.loads(line) for line in out.splitlines()]
+    counted = {d["function"]: d["archive_late_count"] for d in lines if "archive_late_count" in d}
+    assert counted == {"ingress": [2.0], "delivery": [1.0]}
+    assert "archive_spool_lost_count" not in out
+    assert "4 records archived at shutdown (3 late, in S3)" in out
+
+
+def test_late_records_that_s3_refuses_are_counted_lost_with_their_ids(
+    opt: Path, api: LambdaExtensionsApi, stream: tuple[str, str], moto_endpoint: str, tmp_path: Path
+) -> None:
+    spool = tmp_path / "spool"
+    long_ago = datetime.now(UTC) - timedelta(hours=3)
+    _carry(spool, {"ingress": [_accepted("i1", long_ago), _accepted("i2", long_ago)]})
+    name, _ = stream
+    process = _start(
+        opt,
+        api,
+        {
+            "AWS_ENDPOINT_URL": moto_endpoint,
+            "BROKER_ARCHIVE_STREAM": name,
+            "BROKER_ARCHIVE_BUCKET": f"no-such-bucket-{uuid.uuid4().hex[:8]}",
+            "BROKER_ARCHIVE_SPOOL_DIR": str(spool),
+        },
+    )
+    deadline = time.time() + 1.0  # shorter than Lambda's 2 s: the puts fail until it passes
+    api.shutdown("spindown", int(deadline * 1000))
+    out, err = process.communicate(timeout=DEADLINE)
+
+    assert process.returncode == 0, err
+    assert time.time() < deadline
+    lines = [json.loads(line) for line in out.splitlines()]
+    lost = {d["function"]: d["archive_spool_lost_count"] for d in lines if "_aws" in d}
+    assert lost == {"ingress": [2.0]}
+    assert [d["event_ids"] for d in lines if "event_ids" in d] == [["i1", "i2"]]
+    assert any("NoSuchBucket" in d.get("message", "") for d in lines)
+    assert list(spool.iterdir()) == []

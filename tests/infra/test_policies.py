@@ -120,7 +120,9 @@ ALLOWLIST: dict[str, Allowed] = {
     ),
     f"{ARCHIVE}/archive/*": _allow(
         {"s3:AbortMultipartUpload", "s3:GetObject", "s3:PutObject"},
-        "Firehose writes hourly archive objects with generated names; the Glue job reads them",
+        "Firehose writes hourly archive objects with generated names; the Glue job and the "
+        "replayer read them; carrying functions put late records in objects of their own hour "
+        "(late-<role>-<uuid>.gz: the name is generated, PutObject only)",
     ),
     f"{ARCHIVE}/archive-payloads/*": _allow(
         {"s3:GetObject", "s3:PutObject"},
@@ -347,3 +349,37 @@ def test_functions_reach_the_fifo_queues_of_ordered_triggers(
     resources = resources if isinstance(resources, list) else [resources]
     arn = f"{SQS}:{queue.format(stage=STAGE)}"
     assert any(fnmatch.fnmatchcase(arn, r) for r in resources), (arn, resources)
+
+
+def test_functions_that_carry_archive_records_may_put_late_ones_under_archive(
+    policy_files: dict[str, dict[str, Any]],
+    resolver: Resolver,
+    chalice_config: dict[str, Any],
+    template: dict[str, Any],
+) -> None:
+    """A carrying stage's functions (and their shutdown extension, which runs with the function's
+    role and environment) put late archive records straight into ``archive/`` of the archive
+    bucket (chalicelib/services/late_archive.py): every function that writes to the archive
+    stream may PutObject there, nothing more, and no other function may."""
+    from infra import spool_layer
+
+    assert spool_layer.carrying(chalice_config, STAGE)
+    environment = template["Metadata"]["ServerlessBroker"]["Environment"]
+    assert environment["BROKER_ARCHIVE_BUCKET"] == "ArchiveBucketName"  # what they read
+    writers = []
+    for fn, doc in policy_files.items():
+        statements = resolver.resolve(doc)["Statement"]
+        late = [st for st in statements if st.get("Sid") == "LateArchive"]
+        if not any("firehose:PutRecordBatch" in _as_list(st["Action"]) for st in statements):
+            assert late == [], fn
+            continue
+        writers.append(fn)
+        assert late == [
+            {
+                "Sid": "LateArchive",
+                "Effect": "Allow",
+                "Action": ["s3:PutObject"],
+                "Resource": f"{ARCHIVE}/archive/*",
+            }
+        ], fn
+    assert sorted(writers) == ["api_handler", "dead_letter", "delivery", "kafka_ingress"]
