@@ -1,9 +1,15 @@
 """Reading the archive back for a replay (docs/replay.md). Pure: keys, objects' bytes and records.
 
 Firehose writes objects under ``<prefix>YYYY/MM/DD/HH/<stream>-<version>-YYYY-MM-DD-HH-MM-SS-<id>``
-(GZIP on AWS). The hour is Firehose's receipt time, which is at or after a record's ``at`` by at
-most its buffer interval (≤ 900 s): a range's records are in the hours from ``from``'s to the
-hour after ``to``'s. Keys sort by time, so one listing from a start key walks the range in order.
+(GZIP on AWS). The hour is Firehose's receipt time of the OLDEST record in the object (AWS:
+"Firehose uses the approximate arrival timestamp of the oldest record that's contained in the
+Amazon S3 object being written"), so one object holds records received up to a buffer interval
+(≤ 900 s) after its hour's key: a record received at ``r`` is in an object of the hour of
+``r - 900 s`` or later, and of the hour of ``r`` or earlier. A record is received at or after its
+``at`` (a carrying container sends within ``LATE_SECONDS``; later ones are written under their own
+hour: services/late_archive.py), so a range's records are in the hours from that of
+``from - 900 s`` to the hour after ``to``'s. Keys sort by time, so one listing from a start key
+walks the range in order.
 
 The order a replay gives: objects in key order (Firehose's delivery order), and within an object
 its records sorted by ``at`` (stable: records with the same ``at`` keep their line order). Two
@@ -61,8 +67,11 @@ def hour_of_key(key: str) -> datetime | None:
 
 
 def first_key_bound(prefix: str, start: datetime) -> str:
-    """The listing's StartAfter for a range beginning at ``start``: just before its hour."""
-    return f"{prefix}{start.astimezone(UTC):%Y/%m/%d/%H}/"
+    """The listing's StartAfter for a range beginning at ``start``: just before the hour of
+    ``start`` less Firehose's longest buffer (an object is filed under its oldest record's hour,
+    so a record received at ``start`` may be in an object of the hour before)."""
+    earliest = start.astimezone(UTC) - FIREHOSE_MAX_BUFFER
+    return f"{prefix}{earliest:%Y/%m/%d/%H}/"
 
 
 def last_hour(end: datetime) -> datetime:

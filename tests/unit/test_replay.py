@@ -169,6 +169,14 @@ def test_hour_of_key_reads_firehose_layouts_and_refuses_others() -> None:
 def test_the_listing_bounds_cover_the_range_and_firehoses_buffer() -> None:
     start = datetime(2026, 1, 31, 9, 59, tzinfo=UTC)
     assert reader.first_key_bound("archive/", start) == "archive/2026/01/31/09/"
+    # Firehose files an object under its oldest record's hour: a record received at 10:05 may be
+    # in an object of 09:55's hour (its buffer is up to 900 s), so the listing starts there.
+    assert reader.first_key_bound("archive/", start.replace(hour=10, minute=5)) == (
+        "archive/2026/01/31/09/"
+    )
+    assert reader.first_key_bound("archive/", start.replace(hour=10, minute=16)) == (
+        "archive/2026/01/31/10/"
+    )
     assert reader.last_hour(datetime(2026, 1, 31, 10, 50, tzinfo=UTC)) == datetime(
         2026, 1, 31, 11, tzinfo=UTC
     )
