@@ -35,6 +35,7 @@ from chalicelib.core.cloudevents.sqs_message import (
     decode_messages,
     encode_message,
     not_before,
+    split_pack,
 )
 from chalicelib.core.delivery import ordering, policy
 from chalicelib.core.delivery.outcomes import Attempt, Outcome
@@ -88,6 +89,10 @@ class RetryLaterError(Exception):
 
 class NoDeadLetterSinkError(RetryLaterError):
     """The dead-letter function got an event of a trigger without a sink: it stays in the DLQ."""
+
+
+class UnreadableKeptError(RetryLaterError):
+    """An unreadable message in a DLQ: hidden for KEEP_SECONDS, kept for inspection."""
 
 
 class HeldBackError(RetryLaterError):
@@ -598,8 +603,13 @@ class Delivery:
             else:
                 entries, packed = [decode_message(record["body"])], False
         except ValidationError as exc:
-            self._poison(queue, record, str(exc))
-            return []
+            rescued = self._rescue(queue, record) if packs else None
+            if rescued is None:
+                self._poison(queue, record, str(exc))
+                return []
+            entries, packed = rescued, True
+            if not entries:
+                return []
         if packed and self._role.unpacks:
             self._unpack(queue, record, entries)
             return []
@@ -922,12 +932,56 @@ class Delivery:
             return None, True
 
     def _poison(self, queue: str, record: Mapping[str, Any], why: str) -> None:
+        """An unreadable message: moved to its trigger's DLQ, where it is kept for inspection
+        (``brokerctl dlq list`` shows why), hidden for KEEP_SECONDS at a time, never deleted
+        unread (only a purge, or the queue's retention, removes it)."""
         message_id = record.get("messageId")
         keys = {"message_id": message_id, "queue": queue}
         log.error("unreadable message %s in %s: %s", message_id, queue, why, extra=keys)
         if not names.is_dlq(queue):
             dlq = names.dlq_of(queue)
-            self._queues.send_batch(dlq, [moved_message(record)])
+            failed = self._queues.send_batch(dlq, [moved_message(record)])
+            if failed:
+                raise UnavailableError(f"could not move unreadable message {message_id} to {dlq}")
+            return
+        self._queues.change_visibility(queue, record["receiptHandle"], KEEP_SECONDS)
+        raise UnreadableKeptError(f"unreadable; kept in {queue} for inspection: {why}")
+
+    def _rescue(self, queue: str, record: Mapping[str, Any]) -> list[QueuedEvent] | None:
+        """A pack refused for some of its entries (an archived event a stricter decoder, or a
+        damaged archive, no longer reads): its readable events, delivered as any pack's; each
+        unreadable entry moved alone to the DLQ (on a DLQ: left there alone), where it is kept
+        for inspection. None when the pack as a whole is unsound (the poison path). A move that
+        fails fails the record: it is received again, and split again."""
+        try:
+            good, bad = split_pack(str(record["body"]))
+        except ValidationError:
+            return None
+        target = queue if names.is_dlq(queue) else names.dlq_of(queue)
+        message_id = record.get("messageId")
+        for entry in bad:
+            keys = {"message_id": message_id, "queue": queue, "pack_index": entry.index}
+            log.error(
+                "unreadable event %d of pack %s in %s: %s",
+                entry.index,
+                message_id,
+                queue,
+                entry.why,
+                extra=keys,
+            )
+        moved = [moved_message(record, entry.body) for entry in bad]
+        failed = 0
+        for chunk in _chunks(moved):
+            try:
+                failed += len(self._queues.send_batch(target, chunk))
+            except Exception as exc:
+                log.warning("could not move unreadable pack entries to %s: %s", target, exc)
+                failed += len(chunk)
+        if failed:
+            if good:
+                self._count_requeue_failure(good[0], failed)
+            raise UnavailableError(f"could not move {failed} unreadable event(s) to {target}")
+        return good
 
     def _record(self, job: Job, outcome: Outcome, archived: list[bytes]) -> None:
         route, event, answer = job.destination.route, job.event, job.answer

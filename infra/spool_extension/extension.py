@@ -31,6 +31,7 @@ import gzip
 import json
 import os
 import re
+import signal
 import sys
 import time
 import urllib.request
@@ -53,6 +54,9 @@ NAMESPACE = "ServerlessBroker"  # chalicelib/services/metrics.py (POWERTOOLS_MET
 SERVICE = "serverless-broker"
 MARGIN_SECONDS = 0.25  # exit this long before the deadline: past it Lambda sends SIGKILL
 RETRY_PAUSE_SECONDS = 0.05
+# One call's longest wait: a hung call is retried, not waited on for the whole budget (and the
+# watchdog ends whatever still runs at the deadline).
+CALL_TIMEOUT_SECONDS = 0.8
 # Firehose's limits (chalicelib/adapters/firehose_archive.py): lines are packed into records of
 # ≤ 256 KiB (its 5 KiB billing rounding), ≤ 500 records and ≤ 4 MiB per call.
 PACK_BYTES = 256 * 1024
@@ -90,12 +94,14 @@ def main(argv: list[str]) -> int:
 def shutdown(env: dict[str, str] | os._Environ[str], deadline: float) -> int:
     stream = env.get("BROKER_ARCHIVE_STREAM", "")
     bucket = env.get("BROKER_ARCHIVE_BUCKET", "")
+    watchdog(deadline)
     report = drain(
         env.get("BROKER_ARCHIVE_SPOOL_DIR") or SPOOL_DIR,
         lambda: firehose_sender(stream, deadline),
         deadline,
         putter=(lambda: s3_putter(bucket, deadline)) if bucket else None,
     )
+    signal.setitimer(signal.ITIMER_REAL, 0)  # the count below must not be cut short
     emit(report, env.get("POWERTOOLS_METRICS_NAMESPACE") or NAMESPACE, _print)
     return 0
 
@@ -132,6 +138,11 @@ Sender = Callable[[list[bytes]], list[bool]]
 Putter = Callable[[str, bytes], None]
 
 
+class OutOfTime(Exception):
+    """Raised by the watchdog (SIGALRM) at the deadline: whatever is not archived yet is lost,
+    and counted so, before Lambda's SIGKILL."""
+
+
 def drain(
     directory: str,
     sender: Callable[[], Sender],
@@ -140,16 +151,25 @@ def drain(
     putter: Callable[[], Putter] | None = None,
     wall: Callable[[], float] = time.time,
 ) -> Report:
-    """Sends every spooled line (late ones to S3 when there is a ``putter``: no bucket named, they
-    go to Firehose, filed late but archived), removes the spool files, and reports what was not
-    archived."""
+    """Archives every spooled line, removes the spool files, and reports what was not archived.
+
+    Fresh lines go first, all of them, to Firehose: they are the bulk, and Firehose files them in
+    time. Then the late ones go to S3 under their own hours (with half the time left: a slow or
+    refusing S3 cannot starve the rest); what S3 did not take goes to Firehose after all (filed
+    under a later hour, where a replay of its range does not look, but archived). Without a
+    ``putter`` (no bucket named) late lines go to Firehose from the start. A watchdog's
+    OutOfTime (``shutdown``) ends it early: everything not confirmed archived is counted lost
+    (so an interrupted call's lines may be counted lost and still be archived: never the other
+    way round)."""
     report = Report()
     files = _spool_files(directory)
     if not files:
         return report
     now = wall()
-    send: Sender | None = None
-    put: Putter | None = None
+    fresh: dict[str, list[bytes]] = {}  # role -> lines not confirmed archived
+    late: dict[str, dict[int, list[bytes]]] = {}  # role -> hour -> lines
+    read: list[str] = []
+    total = torn = 0  # whole lines read; torn ones (counted lost, not in ``total``)
     for path, role in files:
         try:
             with open(path, "rb") as f:
@@ -157,43 +177,79 @@ def drain(
         except OSError as exc:
             _log("ERROR", f"archive spool: cannot read {path}: {exc}", role)
             continue  # nothing read, nothing known to count: the log line says which file
+        read.append(path)
         lines = data.splitlines(keepends=True)
         if lines and not lines[-1].endswith(b"\n"):  # torn by a crash in the middle of a write
             report.lost.setdefault(role, []).append(lines.pop())
-        fresh, late = split_late(lines, now)
-        if late and putter is None:
+            torn += 1
+        total += len(lines)
+        on_time, hours = split_late(lines, now)
+        if hours and putter is None:
             _log("WARNING", "archive spool: no BROKER_ARCHIVE_BUCKET: late lines to Firehose", role)
-            fresh, late = lines, {}
-        unsent: list[bytes] = []
-        if late and putter is not None:
-            if put is None:
-                try:
-                    put = putter()
-                except Exception as exc:  # no boto3, no credentials: all lost
-                    _log("ERROR", f"archive spool: no S3 client: {exc}", role)
-                    put = _failing_put
-            not_put = _put_late(late, put, deadline, clock, role)
-            put_count = sum(map(len, late.values())) - len(not_put)
-            report.late[role] = report.late.get(role, 0) + put_count
-            unsent += not_put
-        if fresh and clock() < deadline:
-            if send is None:
-                try:
-                    send = sender()
-                except Exception as exc:  # no boto3, no credentials: all lost
-                    _log("ERROR", f"archive spool: no Firehose client: {exc}", role)
-                    send = _failing
-            unsent += _send_lines(fresh, send, deadline, clock, role)
-        else:
-            unsent += fresh
-        report.sent += len(lines) - len(unsent)
+            on_time, hours = lines, {}
+        fresh.setdefault(role, []).extend(on_time)
+        for hour, hour_lines in hours.items():
+            late.setdefault(role, {}).setdefault(hour, []).extend(hour_lines)
+    clients: dict[str, Any] = {}
+
+    def send_lines(role: str, lines: list[bytes]) -> list[bytes]:
+        if "send" not in clients:
+            clients["send"] = _client(sender, _failing, "Firehose", role)
+        return _send_lines(lines, clients["send"], deadline, clock, role)
+
+    try:
+        for role in sorted(fresh):
+            if fresh[role]:
+                fresh[role] = send_lines(role, fresh[role])
+        for role in sorted(late):
+            if "put" not in clients:
+                clients["put"] = _client(putter or _no_putter, _failing_put, "S3", role)
+            count = sum(map(len, late[role].values()))
+            s3_deadline = clock() + max(0.0, deadline - clock()) / 2
+            not_put = _put_late(late[role], clients["put"], s3_deadline, clock, role)
+            report.late[role] = count - len(not_put)
+            late[role] = {}
+            if not_put:
+                _log("WARNING", f"archive spool: {len(not_put)} late lines to Firehose", role)
+                fresh.setdefault(role, []).extend(not_put)  # pending until Firehose takes them
+                fresh[role] = send_lines(role, fresh[role])
+    except OutOfTime:
+        _log("ERROR", "archive spool: out of time at shutdown", None)
+    for role in sorted(set(fresh) | set(late)):
+        unsent = fresh.get(role, []) + [x for lines in late.get(role, {}).values() for x in lines]
         if unsent:
             report.lost.setdefault(role, []).extend(unsent)
+    report.sent = total - (report.lost_count - torn)
+    for path in read:
         try:
             os.unlink(path)  # the unsent are counted now; a later shutdown must not send them
         except OSError as exc:
-            _log("ERROR", f"archive spool: cannot remove {path}: {exc}", role)
+            _log("ERROR", f"archive spool: cannot remove {path}: {exc}", None)
     return report
+
+
+def _client(make: Callable[[], Any], failing: Any, what: str, role: str) -> Any:
+    try:
+        return make()
+    except OutOfTime:
+        raise
+    except Exception as exc:  # no boto3, no credentials: what it would carry is lost
+        _log("ERROR", f"archive spool: no {what} client: {exc}", role)
+        return failing
+
+
+def _no_putter() -> Putter:
+    raise RuntimeError("no bucket")
+
+
+def watchdog(deadline: float) -> None:
+    """OutOfTime at ``deadline`` wherever this process then is (a hung call, boto3's import)."""
+
+    def fire(signum: int, frame: Any) -> None:
+        raise OutOfTime()
+
+    signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, max(0.001, deadline - time.time()))
 
 
 def _send_lines(
@@ -327,11 +383,11 @@ def firehose_sender(stream: str, deadline: float) -> Sender:
     import boto3
     from botocore.config import Config
 
-    budget = max(0.1, deadline - time.time())
+    budget = max(0.1, min(CALL_TIMEOUT_SECONDS, deadline - time.time()))
     client = boto3.client(
         "firehose",
         config=Config(
-            connect_timeout=min(1.0, budget),
+            connect_timeout=budget,
             read_timeout=budget,
             retries={"max_attempts": 1},  # retried here, within the deadline
         ),
@@ -355,11 +411,11 @@ def s3_putter(bucket: str, deadline: float) -> Putter:
     import boto3
     from botocore.config import Config
 
-    budget = max(0.1, deadline - time.time())
+    budget = max(0.1, min(CALL_TIMEOUT_SECONDS, deadline - time.time()))
     client = boto3.client(
         "s3",
         config=Config(
-            connect_timeout=min(1.0, budget),
+            connect_timeout=budget,
             read_timeout=budget,
             retries={"max_attempts": 1},  # retried here, within the deadline
         ),

@@ -199,13 +199,59 @@ def test_a_hostile_pack_goes_the_poison_path_untouched() -> None:
     h, sender = _harness({})
     ids = [f"e{i}" for i in range(PACK_MAX_EVENTS + 1)]
     body = pack_head("ns", "default", "a", {}) + ",".join(json.dumps(_event(i)) for i in ids)
-    bad_entry = pack_head("ns", "default", "a", {}) + json.dumps(_event("x")) + ',{"id":7}]}'
-    for text in (body + "]}", bad_entry):
+    wrong_version = body.replace('"v":1', '"v":9', 1) + "]}"
+    for text in (body + "]}", wrong_version):
         h.queues.send_batch(h.queue_of("a"), [OutgoingMessage("0", text)])
         assert h.deliver_once("a").get("batchItemFailures", []) == []
-    assert sender.sent == []  # nothing of a malformed pack is delivered
+    assert sender.sent == []  # nothing of a pack whose envelope is unsound is delivered
     moved = [m.body for m in _queued(h, h.dlq_of("a"))]
-    assert moved == [body + "]}", bad_entry]  # kept whole in the DLQ, for inspection
+    assert moved == [body + "]}", wrong_version]  # kept whole in the DLQ, for inspection
+
+
+def test_an_unreadable_event_costs_only_itself_not_its_pack() -> None:
+    """An archived event that no longer reads (a damaged archive, a stricter decoder): the rest
+    of its pack is delivered; it alone goes to the DLQ, kept there for inspection, never deleted
+    unread by the dead-letter function."""
+    h, sender = _harness({}, deadLetterSink={"uri": "http://sink.example/"})
+    bad = {**_event("x"), "data_base64": 5}
+    head = pack_head("ns", "default", "a", {})
+    body = encode_pack(
+        head,
+        [dumps_compact(_event("g1")), json.dumps(bad), '{"id":7}', dumps_compact(_event("g2"))],
+    )
+    h.queues.send_batch(h.queue_of("a"), [OutgoingMessage("0", body)])
+    assert h.deliver_once("a").get("batchItemFailures", []) == []
+    assert sender.ids() == ["g1", "g2"]
+    dlq = h.dlq_of("a")
+    alone = [json.loads(m.body) for m in _queued(h, dlq)]
+    assert [m["event"] for m in alone] == [bad, {"id": 7}]
+    assert all(m["trigger"] == "a" and "pack" not in m for m in alone)
+    listed = h.container.dead_letters.list("ns", "default", "a", 10)["items"]
+    assert len(listed) == 2 and all("unreadable" in item for item in listed)
+    # The dead-letter function keeps them (hidden, not deleted) and sends nothing to the sink.
+    failures = h.deliver_once("a", dead_letter=True).get("batchItemFailures", [])
+    assert len(failures) == 2 and h.queues.depth(dlq) == 2
+    assert sender.ids() == ["g1", "g2"]
+
+
+def test_a_failed_move_of_an_unreadable_event_fails_its_pack() -> None:
+    h, sender = _harness({})
+    body = encode_pack(pack_head("ns", "default", "a", {}), [dumps_compact(_event("g")), "[]"])
+    h.queues.send_batch(h.queue_of("a"), [OutgoingMessage("0", body)])
+    real = h.queues.send_batch
+
+    def refuse_the_dlq(queue: str, messages: Any) -> list[str]:
+        if queue == h.dlq_of("a"):
+            raise ConnectionError("DLQ unreachable")
+        return real(queue, messages)
+
+    h.queues.send_batch = refuse_the_dlq  # type: ignore[method-assign]
+    assert len(h.deliver_once("a").get("batchItemFailures", [])) == 1  # received again
+    assert sender.sent == [] and h.queues.depth(h.queue_of("a")) == 1
+    h.queues.send_batch = real  # type: ignore[method-assign]
+    h.make_visible("a")
+    assert h.deliver_once("a").get("batchItemFailures", []) == []
+    assert sender.ids() == ["g"] and h.queues.depth(h.dlq_of("a")) == 1
 
 
 def test_a_pack_in_the_dlq_is_listed_event_by_event_and_unpacked_for_the_sink() -> None:

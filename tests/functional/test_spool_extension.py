@@ -28,6 +28,7 @@ from chalicelib.core import archive
 from chalicelib.core.archive_reader import hour_of_key, object_records
 from chalicelib.services.metrics import emf_record
 from infra import spool_layer
+from infra.spool_extension import extension
 from tests.fakes.lambda_extensions_api import LambdaExtensionsApi
 
 REPO = Path(__file__).resolve().parents[2]
@@ -285,24 +286,58 @@ def test_late_records_are_put_under_the_hour_of_their_arrival_and_read_back_by_a
     assert "4 records archived at shutdown (3 late, in S3)" in out
 
 
-def test_late_records_that_s3_refuses_are_counted_lost_with_their_ids(
+def test_late_records_that_s3_refuses_go_to_firehose_after_all(
     opt: Path, api: LambdaExtensionsApi, stream: tuple[str, str], moto_endpoint: str, tmp_path: Path
+) -> None:
+    """S3 refusing (or slow) costs late records their hour, not their archiving: after S3 has had
+    half the time left, they go to Firehose; fresh ones went first and are not held up."""
+    spool = tmp_path / "spool"
+    long_ago = datetime.now(UTC) - timedelta(hours=3)
+    late = [_accepted("i1", long_ago), _accepted("i2", long_ago)]
+    _carry(spool, {"ingress": late, "delivery": [_accepted("d1", datetime.now(UTC))]})
+    name, bucket = stream
+    env = {
+        "AWS_ENDPOINT_URL": moto_endpoint,
+        "BROKER_ARCHIVE_STREAM": name,
+        "BROKER_ARCHIVE_BUCKET": f"no-such-bucket-{uuid.uuid4().hex[:8]}",
+        "BROKER_ARCHIVE_SPOOL_DIR": str(spool),
+    }
+    process = _start(opt, api, env)
+    deadline = time.time() + 1.5
+    api.shutdown("spindown", int(deadline * 1000))
+    out, err = process.communicate(timeout=DEADLINE)
+
+    assert process.returncode == 0, err
+    assert time.time() < deadline
+    s3 = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1")
+    archived = [
+        json.loads(line)["event"]["id"]
+        for item in s3.list_objects_v2(Bucket=bucket).get("Contents", [])
+        for line in s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read().splitlines()
+    ]
+    assert sorted(archived) == ["d1", "i1", "i2"]
+    assert "archive_spool_lost_count" not in out
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert any("NoSuchBucket" in d.get("message", "") for d in lines)
+    assert any("2 late lines to Firehose" in d.get("message", "") for d in lines)
+    assert list(spool.iterdir()) == []
+
+
+def test_what_neither_s3_nor_firehose_takes_is_counted_lost_with_its_ids(
+    opt: Path, api: LambdaExtensionsApi, moto_endpoint: str, tmp_path: Path
 ) -> None:
     spool = tmp_path / "spool"
     long_ago = datetime.now(UTC) - timedelta(hours=3)
-    _carry(spool, {"ingress": [_accepted("i1", long_ago), _accepted("i2", long_ago)]})
-    name, _ = stream
-    process = _start(
-        opt,
-        api,
-        {
-            "AWS_ENDPOINT_URL": moto_endpoint,
-            "BROKER_ARCHIVE_STREAM": name,
-            "BROKER_ARCHIVE_BUCKET": f"no-such-bucket-{uuid.uuid4().hex[:8]}",
-            "BROKER_ARCHIVE_SPOOL_DIR": str(spool),
-        },
-    )
-    deadline = time.time() + 1.0  # shorter than Lambda's 2 s: the puts fail until it passes
+    _carry(spool, {"ingress": [_accepted("i1", long_ago), _accepted("i2", datetime.now(UTC))]})
+    missing = f"no-such-{uuid.uuid4().hex[:8]}"
+    env = {
+        "AWS_ENDPOINT_URL": moto_endpoint,
+        "BROKER_ARCHIVE_STREAM": missing,
+        "BROKER_ARCHIVE_BUCKET": missing,
+        "BROKER_ARCHIVE_SPOOL_DIR": str(spool),
+    }
+    process = _start(opt, api, env)
+    deadline = time.time() + 1.0  # shorter than Lambda's 2 s: the calls fail until it passes
     api.shutdown("spindown", int(deadline * 1000))
     out, err = process.communicate(timeout=DEADLINE)
 
@@ -311,6 +346,25 @@ def test_late_records_that_s3_refuses_are_counted_lost_with_their_ids(
     lines = [json.loads(line) for line in out.splitlines()]
     lost = {d["function"]: d["archive_spool_lost_count"] for d in lines if "_aws" in d}
     assert lost == {"ingress": [2.0]}
-    assert [d["event_ids"] for d in lines if "event_ids" in d] == [["i1", "i2"]]
-    assert any("NoSuchBucket" in d.get("message", "") for d in lines)
+    assert [sorted(d["event_ids"]) for d in lines if "event_ids" in d] == [["i1", "i2"]]
     assert list(spool.iterdir()) == []
+
+
+def test_the_watchdog_counts_what_a_hung_call_holds_before_the_deadline(tmp_path: Path) -> None:
+    """A call that hangs past the deadline (a network that never answers) is cut short by the
+    watchdog; its lines are counted lost, in time for Lambda's SIGKILL."""
+    (tmp_path / "ingress.1.a.1.carry").write_bytes(b"".join(_records("ingress", 2)))
+
+    def hangs(records: list[bytes]) -> list[bool]:
+        time.sleep(5)
+        return [False] * len(records)
+
+    deadline = time.time() + 0.3
+    extension.watchdog(deadline)
+    try:
+        report = extension.drain(str(tmp_path), lambda: hangs, deadline)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    assert time.time() < deadline + 0.2
+    assert report.lost_count == 2 and report.sent == 0
+    assert list(tmp_path.iterdir()) == []

@@ -197,8 +197,15 @@ def test_refused_entries_are_sent_again_until_the_deadline(tmp_path: Path) -> No
     assert calls == [1, 1] and report.sent == 3 and report.lost == {}
 
     (tmp_path / "ingress.1.a.1.carry").write_bytes(b"".join(_records(3)))
-    now = iter([0.0, 0.0, 5.0, 5.0, 5.0, 5.0])
-    report = extension.drain(str(tmp_path), lambda: refuses_once, 1.0, clock=lambda: next(now))
+    now = {"t": 0.0}
+
+    def refuses_until_the_deadline(records: list[bytes]) -> list[bool]:
+        now["t"] = 5.0  # the call took the time that was left
+        return [True] * len(records)
+
+    report = extension.drain(
+        str(tmp_path), lambda: refuses_until_the_deadline, 1.0, clock=lambda: now["t"]
+    )
     assert report.sent == 0 and report.lost == {"ingress": _records(3)}
     out: list[str] = []
     extension.emit(report, "ServerlessBroker", out.append)

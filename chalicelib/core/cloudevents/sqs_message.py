@@ -160,6 +160,57 @@ def decode_messages(body: str) -> tuple[list[QueuedEvent], bool]:
     return out, True
 
 
+@dataclass(frozen=True, slots=True)
+class BadEntry:
+    """An unreadable event of a pack whose envelope is sound: ``body`` is it alone, as a single
+    message (unreadable there too: kept for inspection), ``why`` the problems."""
+
+    index: int
+    body: str
+    why: str
+
+
+def split_pack(body: str) -> tuple[list[QueuedEvent], list[BadEntry]]:
+    """A pack that ``decode_messages`` refused because of some of its entries: the readable
+    events, and each unreadable entry on its own. ValidationError when the message is not a pack
+    or its envelope (version, names, headers, size, entry count) is unsound: then nothing in it
+    can be trusted, and it stays whole."""
+    doc = _parse(body)
+    entries = doc.pop("pack", None)
+    if entries is None:
+        raise ValidationError([Problem("pack", "not a pack")])
+    if len(body) > SQS_MAX_MESSAGE_BYTES:
+        raise ValidationError([Problem("message", "a pack larger than an SQS message")])
+    if type(entries) is not list or not 1 <= len(entries) <= PACK_MAX_EVENTS:
+        raise ValidationError([Problem("pack", f"must be a list of 1 to {PACK_MAX_EVENTS} events")])
+    if doc.get("v") != MESSAGE_VERSION or "event" in doc or "claim" in doc:
+        raise ValidationError([Problem("pack", "not a pack of this message version")])
+    problems: list[Problem] = []
+    namespace, broker, trigger = (
+        _text(doc, key, problems) for key in ("namespace", "broker", "trigger")
+    )
+    headers = doc.get("headers", {})
+    if type(headers) is not dict or not all(
+        type(k) is str and type(v) is str for k, v in headers.items()
+    ):
+        problems.append(Problem("headers", "must map header names to strings"))
+    if problems:
+        raise ValidationError(problems)
+    good: list[QueuedEvent] = []
+    bad: list[BadEntry] = []
+    for i, entry in enumerate(entries):
+        try:
+            if type(entry) is not dict:
+                raise ValidationError([Problem(f"pack[{i}]", "must be a JSON object")])
+            event = _entry_event(dict(entry), f"pack[{i}]")  # a copy: decoding consumes it
+        except ValidationError as exc:
+            alone = dumps_compact({**doc, "event": entry})
+            bad.append(BadEntry(i, alone, str(exc)))
+        else:
+            good.append(QueuedEvent(namespace, broker, trigger, event, None, headers))
+    return good, bad
+
+
 def pack_head(namespace: str, broker: str, trigger: str, headers: Mapping[str, str]) -> str:
     """The text a pack's events follow: ``pack_head(...) + ",".join(events) + "]}"``."""
     head = dumps_compact(
