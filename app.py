@@ -19,6 +19,7 @@ from chalicelib.config import APP_NAME, Settings
 from chalicelib.container import get_container
 from chalicelib.function_url import BrokerChalice
 from chalicelib.http_errors import error_response, json_response, with_problem_body
+from chalicelib.services import archiver
 from chalicelib.services.http_input import parse_json_body, parse_limit
 from chalicelib.services.resources import ResourceService
 
@@ -57,6 +58,19 @@ if _SETTINGS.on_lambda:
     # Every function (the API's and the four others): JSON log lines with its Lambda context, and
     # an X-Ray subsegment per invocation. Registered first: around the error middleware too.
     app.register_middleware(ConvertToMiddleware(logs.on_lambda()))
+
+
+def _write_due_archive_records(event: Any, get_response: Any) -> Any:
+    """After every invocation of every function: archive records carried for a window or longer
+    are written (services/archiver.py ``flush_due``), whether or not a new record came."""
+    try:
+        return get_response(event)
+    finally:
+        archiver.flush_due()
+
+
+if _SETTINGS.on_lambda and _SETTINGS.archive_carry_seconds > 0:
+    app.register_middleware(_write_due_archive_records, "all")
 
 CP = "/apis/eventing.knative.dev/v1/namespaces/{namespace}"
 ANY = ["*/*"]

@@ -66,6 +66,15 @@ def flush_all() -> None:
         archiver.flush()
 
 
+def flush_due() -> None:
+    """Write what every carrying archiver has held for its ``carry_seconds`` or longer: called
+    as each invocation ends (app.py), so a record carried by an archiver that no later record
+    reaches (the reply path of a delivery function, an API container serving only the control
+    plane) is still written within a carry window of any invocation, not at shutdown."""
+    for archiver in list(_holding):
+        archiver.flush_if_due()
+
+
 class Archiver:
     def __init__(
         self,
@@ -147,6 +156,16 @@ class Archiver:
                 "archive spool failed, writing the carried records now: %s",
                 spool_error,
                 extra={"function": self._role},
+            )
+        return self.flush() if due else True
+
+    def flush_if_due(self) -> bool:
+        """Write what is carried once the oldest record is ``carry_seconds`` old."""
+        with self._wake:
+            due = (
+                self._carry_seconds > 0
+                and bool(self._buffer)
+                and self._clock() - self._oldest >= self._carry_seconds
             )
         return self.flush() if due else True
 

@@ -16,6 +16,7 @@ from chalicelib.adapters.archive_spool import FileSpool
 from chalicelib.adapters.firehose_archive import FirehoseArchive
 from chalicelib.config import SPOOL_DIR, SPOOL_EXTENSION, Settings
 from chalicelib.container import Container
+from chalicelib.services import archiver
 from chalicelib.services.archiver import CARRY_BYTES, FLUSH_RECORDS, Archiver, SpooledArchive
 from chalicelib.services.metrics import Metrics
 from infra.spool_extension import extension
@@ -255,3 +256,35 @@ def test_lambda_without_the_shutdown_extension_does_not_carry(
 
 def test_the_extension_name_is_the_layers() -> None:
     assert SPOOL_EXTENSION == EXTENSION_NAME
+
+
+def test_a_carried_record_is_written_when_its_window_ends_without_another_record() -> None:
+    """The reply path of a delivery function, an API container serving only the control plane:
+    no later record comes to write it, so every invocation's end does (app.py middleware)."""
+    now = {"t": 0.0}
+    sink = MemoryArchive()
+    carrying = Archiver(
+        sink, Metrics(enabled=True), "delivery", carry_seconds=1.0, clock=lambda: now["t"]
+    )
+    assert carrying.write(_records(1)) and sink.records == []
+    archiver.flush_due()
+    assert sink.records == []  # not a window old yet
+    now["t"] = 1.5
+    archiver.flush_due()
+    assert sink.records == _records(1)
+
+
+def test_every_invocation_ends_by_writing_what_is_due(monkeypatch: pytest.MonkeyPatch) -> None:
+    import app
+
+    calls: list[str] = []
+    monkeypatch.setattr(archiver, "flush_due", lambda: calls.append("flush"))
+
+    def fails(event: object) -> object:
+        calls.append("handler")
+        raise RuntimeError("the handler failed")
+
+    assert app._write_due_archive_records({}, lambda event: calls.append("handler")) is None
+    with pytest.raises(RuntimeError):
+        app._write_due_archive_records({}, fails)
+    assert calls == ["handler", "flush", "handler", "flush"]
