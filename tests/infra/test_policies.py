@@ -121,8 +121,12 @@ ALLOWLIST: dict[str, Allowed] = {
     f"{ARCHIVE}/archive/*": _allow(
         {"s3:AbortMultipartUpload", "s3:GetObject", "s3:PutObject"},
         "Firehose writes hourly archive objects with generated names; the Glue job and the "
-        "replayer read them; carrying functions put late records in objects of their own hour "
-        "(late-<role>-<uuid>.gz: the name is generated, PutObject only)",
+        "replayer read them",
+    ),
+    f"{ARCHIVE}/archive/*/late-*": _allow(
+        {"s3:PutObject"},
+        "carrying functions put late records in objects of their own hour (late-<role>-<uuid>.gz:"
+        " the name is generated; never over an object Firehose wrote)",
     ),
     f"{ARCHIVE}/archive-payloads/*": _allow(
         {"s3:GetObject", "s3:PutObject"},
@@ -359,8 +363,9 @@ def test_functions_that_carry_archive_records_may_put_late_ones_under_archive(
 ) -> None:
     """A carrying stage's functions (and their shutdown extension, which runs with the function's
     role and environment) put late archive records straight into ``archive/`` of the archive
-    bucket (chalicelib/services/late_archive.py): every function that writes to the archive
-    stream may PutObject there, nothing more, and no other function may."""
+    bucket (chalicelib/services/late_archive.py): every function that carries may PutObject
+    there, only under a ``late-`` name (never over an object Firehose wrote), nothing more, and
+    no other function may (kafka_ingress writes the archive stream but never carries)."""
     from infra import spool_layer
 
     assert spool_layer.carrying(chalice_config, STAGE)
@@ -370,7 +375,8 @@ def test_functions_that_carry_archive_records_may_put_late_ones_under_archive(
     for fn, doc in policy_files.items():
         statements = resolver.resolve(doc)["Statement"]
         late = [st for st in statements if st.get("Sid") == "LateArchive"]
-        if not any("firehose:PutRecordBatch" in _as_list(st["Action"]) for st in statements):
+        writes = any("firehose:PutRecordBatch" in _as_list(st["Action"]) for st in statements)
+        if not writes or fn == "kafka_ingress":
             assert late == [], fn
             continue
         writers.append(fn)
@@ -379,7 +385,7 @@ def test_functions_that_carry_archive_records_may_put_late_ones_under_archive(
                 "Sid": "LateArchive",
                 "Effect": "Allow",
                 "Action": ["s3:PutObject"],
-                "Resource": f"{ARCHIVE}/archive/*",
+                "Resource": f"{ARCHIVE}/archive/*/late-*",
             }
         ], fn
-    assert sorted(writers) == ["api_handler", "dead_letter", "delivery", "kafka_ingress"]
+    assert sorted(writers) == ["api_handler", "dead_letter", "delivery"]
