@@ -91,8 +91,10 @@ class RateGate:
         for key, group in limited.items():
             rate = group[0].destination.route.max_rate
             assert rate is not None
-            # A retried single cannot be copied back without losing its count; an event of a
-            # pack can: its copy carries its attempts (Job.single_body, ATTEMPTS_ATTRIBUTE).
+            # A retried single (its receive count is its attempt number) may wait longer in the
+            # invocation (``hold``); past it, on a standard queue, it is copied back like any
+            # other, carrying the attempts made (ATTEMPTS_ATTRIBUTE), so a delay is never an
+            # attempt. Only a FIFO queue's are handed back (a copy would leave its group).
             held = [j for j in group if fifo or (j.attempt > 1 and not j.packed)]
             fresh = [j for j in group if not (fifo or (j.attempt > 1 and not j.packed))]
             for kind, part, horizon in (
@@ -116,7 +118,7 @@ class RateGate:
                 back = grant.wait
                 if grant.granted:
                     back = max(0.0, grant.due(grant.granted) - horizon)
-                if kind == "held":
+                if fifo:
                     delayed.update(self._hand_back(later, back, grant.interval))
                 else:
                     delayed.update(self._requeue(later, back, grant.interval))

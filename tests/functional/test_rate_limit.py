@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+from chalicelib.core.cloudevents.sqs_message import ATTEMPTS_ATTRIBUTE
 from chalicelib.core.reconcile import CRASH_RECEIVE_MARGIN, RATE_RECEIVE_MARGIN
 from chalicelib.core.resources.broker import MAX_RATE_ANNOTATION
 from chalicelib.ports import HttpResponse
@@ -88,25 +89,26 @@ def test_beyond_the_horizon_never_tried_events_are_requeued_and_stay_first_attem
     assert h.queues.depth(h.dlq_of("tr")) == 0
 
 
-def test_a_retried_event_waits_in_the_invocation_then_is_handed_back_never_dead_lettered() -> None:
-    """A retried event cannot be copied (its receive count is its attempt number): it waits up
-    to ``hold`` for its token; past that it goes back with a visibility timeout, still holding
-    its attempt number, and the queue's redrive has room for such receives."""
+def test_a_retried_event_waits_in_the_invocation_then_is_copied_back_with_its_attempts() -> None:
+    """A retried event waits up to ``hold`` for its token; past that a copy goes back to the
+    queue carrying the attempts made (its receive count restarts), so the delay costs no attempt
+    and it is never dead-lettered for waiting."""
     h, waits = setup("1", HttpResponse(503, {}, b""), OK, OK, horizon=0.0, hold=3.0)
     h.send(id_="r")
     assert len(h.deliver_once("tr")["batchItemFailures"]) == 1  # attempt 1: 503, retried
     h.make_visible("tr")
     h.rate.acquire("ns/default/tr", 1.0, 10, _now(), 10.0)  # another invocation took them all
     answer = h.deliver_once("tr")
-    assert len(answer["batchItemFailures"]) == 1  # handed back, not sent, not failed
+    assert answer["batchItemFailures"] == []  # acknowledged: its copy waits in the queue
     assert len(h.sender.sent) == 1 and not waits
     [message] = h.queues._q(h.queue_of("tr"))["messages"]
-    assert message.visible_at > 0  # hidden until about its token
+    assert message.visible_at > 0  # delayed until about its token
+    assert message.message_attributes[ATTEMPTS_ATTRIBUTE] == "1"
     assert _delayed(h) == 1
     h.make_visible("tr")
     h.rate._buckets.clear()
     assert h.deliver_once("tr")["batchItemFailures"] == []
-    assert _attempts(h) == [1, 3]  # the hand-back cost one receive (docs/flow-control.md)
+    assert _attempts(h) == [1, 2]  # the delay spent no attempt
     assert h.queues.depth(h.dlq_of("tr")) == 0
     redrive = json.loads(h.queues._q(h.queue_of("tr"))["attributes"]["RedrivePolicy"])
     assert redrive["maxReceiveCount"] == 2 + 1 + CRASH_RECEIVE_MARGIN + RATE_RECEIVE_MARGIN
