@@ -490,8 +490,11 @@ class Delivery:
         try:
             free, timed, delayed = self._rate.admit(jobs)
         except Exception as exc:  # the bucket could not be read: nothing sent, all retried
+            by_record: dict[int, Exception] = {}  # once a record: a pack's events share it
             for job in jobs:
-                outcomes[job.index] = self._failure(job.record, exc, job)
+                if job.slot not in by_record:
+                    by_record[job.slot] = self._failure(job.record, exc, job)
+                outcomes[job.index] = by_record[job.slot]
             return []
         for index, outcome in delayed.items():
             outcomes[index] = outcome
@@ -615,7 +618,9 @@ class Delivery:
             return []
         # A DLQ's messages count their own attempts (a sink's): what a retried event carried on
         # its trigger's queue was about the subscriber.
-        carried = None if names.is_dlq(queue) else record.get("messageAttributes")
+        # (Nor does a FIFO queue's: nothing is ever copied back to one.)
+        fifo_or_dlq = names.is_dlq(queue) or names.is_fifo(queue)
+        carried = None if fifo_or_dlq else record.get("messageAttributes")
         if carried:
             attempt += attempts_made(carried)
             if self._wait_longer(queue, record, carried, entries[0]):

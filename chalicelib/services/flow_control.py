@@ -97,10 +97,7 @@ class RateGate:
             # attempt. Only a FIFO queue's are handed back (a copy would leave its group).
             held = [j for j in group if fifo or (j.attempt > 1 and not j.packed)]
             fresh = [j for j in group if not (fifo or (j.attempt > 1 and not j.packed))]
-            for kind, part, horizon in (
-                ("held", held, self._hold),
-                ("fresh", fresh, self._horizon),
-            ):
+            for part, horizon in ((held, self._hold), (fresh, self._horizon)):
                 if not part:
                     continue
                 start = self._monotonic()
