@@ -873,7 +873,7 @@ class Delivery:
     def _settle(self, job: Job, archived: list[bytes]) -> None:
         """Act on the answer: ingest a reply, schedule a retry or give up, and record it."""
         if job.deferred:  # not an attempt: back to its queue with the attempts made before
-            log.info("event left for lack of time in the invocation", extra=log_keys(job))
+            log.debug("event left for lack of time in the invocation", extra=log_keys(job))
             self._send_back(job, 0.0, made=job.attempt - 1)
             return
         answer = job.answer
