@@ -68,8 +68,8 @@ class SqsSendPool:
             self._ensure()
             workers = list(self._workers)
         for worker in workers:
-            if not worker.ready.wait(timeout_s):
-                raise UnavailableError("a send process did not start in time")
+            if not worker.ready.wait(timeout_s) or worker.dead:
+                raise UnavailableError(f"send process {worker.pid} did not start")
 
     def send_batch(self, name: str, messages: Sequence[OutgoingMessage]) -> builtins.list[str]:
         entries: list[_Entry] = [
@@ -133,7 +133,7 @@ class _Worker:
         self.pid = self._process.pid
         self.pending: dict[int, Future[builtins.list[str]]] = {}
         self.dead = False
-        self.ready = threading.Event()  # its SQS client is built
+        self.ready = threading.Event()  # its SQS client is built, or it died
         self._lock = threading.Lock()
         self._reader = threading.Thread(target=self._read, name="sqs-send-answers", daemon=True)
         self._reader.start()
@@ -178,6 +178,7 @@ class _Worker:
         with self._lock:
             self.dead = True
             failed, self.pending = self.pending, {}
+        self.ready.set()
         for future in failed.values():
             future.set_exception(UnavailableError("the send process exited during the call"))
 
