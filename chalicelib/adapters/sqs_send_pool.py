@@ -61,6 +61,16 @@ class SqsSendPool:
         self._stopped = False
         self.started = 0  # worker processes started so far (replacements included)
 
+    def pids(self) -> builtins.list[int | None]:
+        """The worker processes' ids (none before the first call)."""
+        with self._lock:
+            return [w.pid for w in self._workers]
+
+    def in_flight(self) -> int:
+        """Calls sent to a worker and not answered yet."""
+        with self._lock:
+            return sum(len(w.pending) for w in self._workers)
+
     def start(self, timeout_s: float = 60.0) -> None:
         """Start (or replace) the workers now, rather than at the first call, and wait until
         each has its SQS client."""
