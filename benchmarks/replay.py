@@ -6,13 +6,16 @@ Both run against the local runtime's embedded AWS endpoint (moto in its own proc
 written as Firehose writes it: hour-keyed JSON-lines objects of ``accepted`` records. A replay
 runs in one bounded run, reading the objects, sending SendMessageBatch calls of 10 messages to
 the trigger's queue and checkpointing in DynamoDB after each replay batch
-(``RunnerOptions.batch_events``; the default, 1,000, is what the docs promise: a crash re-sends at
-most 1,000 events; an archive object's end is a checkpoint too), with
-``RunnerOptions.send_concurrency`` (default 4) calls in flight, the next batch read while they
-are. By default a standard queue's events travel in packs (``RunnerOptions.packs``: about twenty
-1 KiB events a message); the former default (one event a message, checkpoint every 100), the
-packs at the former batch, one call at a time and 8 in flight are timed too, side by side, as is
-the local SQS endpoint alone with the same bytes in packs.
+(``RunnerOptions.batch_events``, 1,000 events, across archive objects: what the docs promise, a
+crash re-sends at most 1,000 events), ``RunnerOptions.send_concurrency`` (4) calls in flight made
+by ``RunnerOptions.send_processes`` sender processes (adapters/sqs_send_pool.py; local mode's
+default is 1), the next batch read while they are. A standard queue's events travel in packs
+(about twenty 1 KiB events a message). The default is timed WARM (its sender process started
+before the clock starts, as in a running local runtime or a warm Lambda container) and COLD (the
+pool's start inside the timed run); the former default (one event a message, checkpoint every
+100), packs sent by threads of the replaying process, 2 processes, and the local SQS endpoint
+alone with the same bytes are timed too, side by side; and the CPU each process spends (this
+one, the senders, moto) on the read, the send alone and the replays.
 Run: .venv/bin/python benchmarks/replay.py
 """
 
@@ -23,6 +26,7 @@ import statistics
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -159,6 +163,31 @@ def _replay(
     return elapsed
 
 
+def _cpu_s(pid: int | None) -> float:
+    """CPU seconds (user + system) a process has used, from /proc (in clock ticks)."""
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _where(c: Container, moto_pid: int | None, run: Callable[[], object]) -> dict[str, float]:
+    """Mean wall and CPU milliseconds of ``run`` over ``ROUNDS`` runs, per process: this one
+    (all its threads), the sender processes, moto's."""
+    totals = {"wall_ms": 0.0, "replaying_cpu_ms": 0.0, "senders_cpu_ms": 0.0, "moto_cpu_ms": 0.0}
+    for _ in range(ROUNDS):
+        pool = c._send_pool
+        senders = pool.pids() if pool is not None and not pool._stopped else []
+        before = (time.process_time(), sum(map(_cpu_s, senders)), _cpu_s(moto_pid))
+        began = time.perf_counter()
+        run()
+        totals["wall_ms"] += time.perf_counter() - began
+        totals["replaying_cpu_ms"] += time.process_time() - before[0]
+        totals["senders_cpu_ms"] += sum(map(_cpu_s, senders)) - before[1]
+        totals["moto_cpu_ms"] += _cpu_s(moto_pid) - before[2]
+    return {k: v * 1000 / ROUNDS for k, v in totals.items()}
+
+
 def main() -> None:
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
@@ -191,6 +220,17 @@ def main() -> None:
             colds.append(_replay(c, start, end, *default, warm=False))
             for config in CONFIGS:
                 replays[config].append(_replay(c, start, end, *config))
+        # Where the time goes (CPU per process; /proc counts in 10 ms ticks: a mean of ROUNDS).
+        moto_pid = aws._process.pid if aws._process is not None else None
+        where = {
+            "read": _where(c, moto_pid, lambda: _read_floor(c, start, end)),
+            "send_alone_packed": _where(
+                c, moto_pid, lambda: _send_floor(c, queue, per_message=per_pack)
+            ),
+            "replay_threads": _where(c, moto_pid, lambda: _replay(c, start, end, *THREADS)),
+        }
+        _replay(c, start, end, *default)  # its sender pool made and warm before it is watched
+        where["replay_default_warm"] = _where(c, moto_pid, lambda: _replay(c, start, end, *default))
         c.stop_replay_sends()
         read_s = statistics.median(reads)
         send_p_eps = EVENTS / statistics.median(sends_packed)
@@ -226,6 +266,10 @@ def main() -> None:
         print(f"{EVENTS} events of 1 KiB in {EVENTS // PER_OBJECT} objects, median of {ROUNDS}")
         print(f"load average before the run: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
         print_table(rows, ("path", "ms", "events/s"))
+        print_table(
+            [(k, *(f"{v:,.0f}" for v in w.values())) for k, w in where.items()],
+            ("where the time goes (mean ms)", "wall", "this process", "senders", "moto"),
+        )
         processes = default[3]
         write_result(
             "replay",
@@ -246,6 +290,7 @@ def main() -> None:
                 "speedup_vs_former_default": eps[default] / eps[FORMER],
                 "send_processes_default": processes,
                 "load_average_1m": load[0],
+                **{f"{k}_{m}": v for k, w in where.items() for m, v in w.items()},
             },
             f"{EVENTS} archived 1 KiB events replayed to one trigger's standard SQS queue on local "
             f"mode (embedded moto in its own process), in packs of about {per_pack} events, "
