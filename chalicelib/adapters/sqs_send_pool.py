@@ -38,7 +38,7 @@ from chalicelib.ports import OutgoingMessage
 log = logging.getLogger("broker.sqs_send_pool")
 
 WORKER_THREADS = 4  # calls in flight in one worker process
-CALL_TIMEOUT_S = 60.0  # longer than botocore's own (3 attempts of a 30 s read, rarely reached)
+CALL_TIMEOUT_S = 120.0  # longer than botocore's own worst case: 3 attempts of 5 s + 30 s
 STOP_TIMEOUT_S = 5.0  # a worker finishes its calls in flight, then is terminated
 _ERRORS: dict[str, type[BrokerError]] = {
     "NotFoundError": NotFoundError,
