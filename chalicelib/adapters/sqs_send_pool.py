@@ -1,5 +1,5 @@
 """SendMessageBatch from other processes: a small persistent pool of sender processes, so that a
-replay's botocore work (serialising a call, checking its answer's MD5s) runs on another core
+replay's botocore work (serialising a call, signing it, parsing the answer) runs on another core
 than the one reading and packing the archive (docs/replay.md, Throughput).
 
 Only ``multiprocessing.Process`` and ``Pipe`` (a socketpair) in the 'spawn' context: inside AWS
