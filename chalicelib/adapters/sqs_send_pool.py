@@ -11,6 +11,10 @@ the entries as tuples) and its answer is the ids of the entries that failed, as
 ``SqsQueues.send_batch`` answers, or the error it raised. The pool is a ``QueueSender``:
 ``send_in_batches`` retries failed entries over it as over the adapter.
 
+'spawn' runs the parent's main module again in each worker (as ``__mp_main__``): a script that
+starts a pool keeps its work under ``if __name__ == "__main__"``, as ``python -m brokerctl`` and
+Lambda's runtime bootstrap do.
+
 The pool starts at its first call and lives as long as the process (a warm Lambda container,
 the local runtime) until ``stop``. A worker that dies fails its calls in flight with
 UnavailableError (a replay then does not checkpoint and sends the batch again) and is replaced
