@@ -7,15 +7,15 @@ written as Firehose writes it: hour-keyed JSON-lines objects of ``accepted`` rec
 runs in one bounded run, reading the objects, sending SendMessageBatch calls of 10 messages to
 the trigger's queue and checkpointing in DynamoDB after each replay batch
 (``RunnerOptions.batch_events``, 1,000 events, across archive objects: what the docs promise, a
-crash re-sends at most 1,000 events), ``RunnerOptions.send_concurrency`` (4) calls in flight made
-by ``RunnerOptions.send_processes`` sender processes (adapters/sqs_send_pool.py; local mode's
-default is 1), the next batch read while they are. A standard queue's events travel in packs
-(about twenty 1 KiB events a message). The default is timed WARM (its sender process started
-before the clock starts, as in a running local runtime or a warm Lambda container) and COLD (the
-pool's start inside the timed run); the former default (one event a message, checkpoint every
-100), packs sent by threads of the replaying process, 2 processes, and the local SQS endpoint
-alone with the same bytes are timed too, side by side; and the CPU each process spends (this
-one, the senders, moto) on the read, the send alone and the replays.
+crash re-sends at most 1,000 events), ``RunnerOptions.send_concurrency`` (4) calls in flight, the
+next batch read while they are; a standard queue's events travel in packs (about twenty 1 KiB
+events a message). The calls are made by threads of the replaying process (the default) or by
+``RunnerOptions.send_processes`` sender processes (adapters/sqs_send_pool.py), timed WARM (the
+process started before the clock starts, as in a running local runtime or a warm Lambda
+container) and COLD (its start inside the timed run); the former default (one event a message,
+checkpoint every 100), 2 processes, and the local SQS endpoint alone with the same bytes are
+timed too, side by side; and the CPU each process spends (this one, the senders, moto) on the
+read, the send alone and the replays.
 Run: .venv/bin/python benchmarks/replay.py
 """
 
@@ -45,10 +45,10 @@ from chalicelib.services.replays import BATCH_EVENTS, SEND_CONCURRENCY  # noqa: 
 
 EVENTS = int(os.environ.get("REPLAY_EVENTS", "5000"))
 PER_OBJECT = 500  # records per archive object (Firehose: whatever its buffer held)
-ROUNDS = int(os.environ.get("REPLAY_ROUNDS", "3"))
+ROUNDS = int(os.environ.get("REPLAY_ROUNDS", "5"))
 # (batch_events, send_concurrency, packs, send_processes): the former default (one event a
-# message, threads), packs sent by threads of the replaying process (the former default too), by
-# 1 and 2 sender processes, and 2 processes with 8 calls in flight.
+# message), packs sent by threads of the replaying process (the default), by 1 and 2 sender
+# processes, and 2 processes with 8 calls in flight.
 CONFIGS = (
     (100, 4, False, 0),
     (1000, 4, True, 0),
@@ -58,6 +58,8 @@ CONFIGS = (
 )
 FORMER = (100, 4, False, 0)
 THREADS = (1000, 4, True, 0)
+POOL = (1000, 4, True, 1)
+COLD = (0, 0, False, -1)  # POOL with its process started inside the timed run
 
 
 def _archive(c: Container, start: datetime) -> list[str]:
@@ -133,6 +135,7 @@ def _replay(
     packs: bool,
     processes: int,
     warm: bool = True,
+    probe: _Probe | None = None,
 ) -> float:
     """Seconds for one run of a new replay of the range; with ``processes``, the sender pool
     is started before the clock starts (``warm``) or made anew within the timed run."""
@@ -155,9 +158,13 @@ def _replay(
         else:
             c._replay_process_send(processes)
             c._send_pool.start()
+    if probe is not None:
+        probe.begin()
     began = time.perf_counter()
     assert runner.run("bench", "default", name, 3600.0)
     elapsed = time.perf_counter() - began
+    if probe is not None:
+        probe.end()
     progress = c.replays.get("bench", "default", name)["status"]["progress"]
     assert progress["eventsEnqueued"] == EVENTS, progress
     return elapsed
@@ -171,21 +178,60 @@ def _cpu_s(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _where(c: Container, moto_pid: int | None, run: Callable[[], object]) -> dict[str, float]:
-    """Mean wall and CPU milliseconds of ``run`` over ``ROUNDS`` runs, per process: this one
-    (all its threads), the sender processes, moto's."""
-    totals = {"wall_ms": 0.0, "replaying_cpu_ms": 0.0, "senders_cpu_ms": 0.0, "moto_cpu_ms": 0.0}
+class _Probe:
+    """Wall and CPU time per process (this one with all its threads, the sender processes,
+    moto's) over the spans between ``begin`` and ``end``; ``means`` in ms per span."""
+
+    def __init__(self, c: Container, moto_pid: int | None) -> None:
+        self._c, self._moto = c, moto_pid
+        self._totals = {"wall": 0.0, "replaying_cpu": 0.0, "senders_cpu": 0.0, "moto_cpu": 0.0}
+        self._spans = 0
+        self._senders: list[int | None] = []
+        self._before = (0.0, 0.0, 0.0, 0.0)
+
+    def begin(self) -> None:
+        pool = self._c._send_pool
+        self._senders = pool.pids() if pool is not None and not pool._stopped else []
+        self._before = (
+            time.perf_counter(),
+            time.process_time(),
+            sum(map(_cpu_s, self._senders)),
+            _cpu_s(self._moto),
+        )
+
+    def end(self) -> None:
+        now = (
+            time.perf_counter(),
+            time.process_time(),
+            sum(map(_cpu_s, self._senders)),
+            _cpu_s(self._moto),
+        )
+        for key, b, a in zip(self._totals, self._before, now, strict=True):
+            self._totals[key] += a - b
+        self._spans += 1
+
+    def means(self) -> dict[str, float]:
+        return {f"{k}_ms": v * 1000 / self._spans for k, v in self._totals.items()}
+
+
+def _where(
+    c: Container, moto_pid: int | None, run: Callable[[_Probe | None], object]
+) -> dict[str, float]:
+    """``_Probe.means`` of ``ROUNDS`` runs of ``run``."""
+    probe = _Probe(c, moto_pid)
     for _ in range(ROUNDS):
-        pool = c._send_pool
-        senders = pool.pids() if pool is not None and not pool._stopped else []
-        before = (time.process_time(), sum(map(_cpu_s, senders)), _cpu_s(moto_pid))
-        began = time.perf_counter()
-        run()
-        totals["wall_ms"] += time.perf_counter() - began
-        totals["replaying_cpu_ms"] += time.process_time() - before[0]
-        totals["senders_cpu_ms"] += sum(map(_cpu_s, senders)) - before[1]
-        totals["moto_cpu_ms"] += _cpu_s(moto_pid) - before[2]
-    return {k: v * 1000 / ROUNDS for k, v in totals.items()}
+        run(probe)
+    return probe.means()
+
+
+def _whole(work: Callable[[], object]) -> Callable[[_Probe | None], object]:
+    def run(probe: _Probe | None) -> None:
+        assert probe is not None
+        probe.begin()
+        work()
+        probe.end()
+
+    return run
 
 
 def main() -> None:
@@ -214,23 +260,33 @@ def main() -> None:
         colds: list[float] = []
         replays: dict[tuple[int, int, bool, int], list[float]] = {k: [] for k in CONFIGS}
         per_pack = (PACK_MAX_BYTES - 200) // 1200  # 1 KiB events a pack holds
-        for _ in range(ROUNDS):
+        packed = [k for k in CONFIGS if k != FORMER] + [COLD]
+        for r in range(ROUNDS):
             reads.append(_read_floor(c, start, end))
             sends_packed.append(_send_floor(c, queue, per_message=per_pack))
-            colds.append(_replay(c, start, end, *default, warm=False))
-            for config in CONFIGS:
-                replays[config].append(_replay(c, start, end, *config))
+            replays[FORMER].append(_replay(c, start, end, *FORMER))
+            # Whatever runs just after the former default is slower (seen: a third): an untimed
+            # replay, then the others in an order that turns each round.
+            _replay(c, start, end, *THREADS)
+            for config in packed[r % len(packed) :] + packed[: r % len(packed)]:
+                if config == COLD:
+                    colds.append(_replay(c, start, end, *POOL, warm=False))
+                else:
+                    replays[config].append(_replay(c, start, end, *config))
         # Where the time goes (CPU per process; /proc counts in 10 ms ticks: a mean of ROUNDS).
         moto_pid = aws._process.pid if aws._process is not None else None
         where = {
-            "read": _where(c, moto_pid, lambda: _read_floor(c, start, end)),
+            "read": _where(c, moto_pid, _whole(lambda: _read_floor(c, start, end))),
             "send_alone_packed": _where(
-                c, moto_pid, lambda: _send_floor(c, queue, per_message=per_pack)
+                c, moto_pid, _whole(lambda: _send_floor(c, queue, per_message=per_pack))
             ),
-            "replay_threads": _where(c, moto_pid, lambda: _replay(c, start, end, *THREADS)),
+            "replay_threads": _where(
+                c, moto_pid, lambda probe: _replay(c, start, end, *THREADS, probe=probe)
+            ),
+            "replay_1_process_warm": _where(
+                c, moto_pid, lambda probe: _replay(c, start, end, *POOL, probe=probe)
+            ),
         }
-        _replay(c, start, end, *default)  # its sender pool made and warm before it is watched
-        where["replay_default_warm"] = _where(c, moto_pid, lambda: _replay(c, start, end, *default))
         c.stop_replay_sends()
         read_s = statistics.median(reads)
         send_p_eps = EVENTS / statistics.median(sends_packed)
@@ -247,18 +303,18 @@ def main() -> None:
             ),
         ]
         for config in CONFIGS:
-            b, n, packed, p = config
-            label = f"replay, {'packs' if packed else 'one event a message'}, checkpoint every "
+            b, n, is_packed, p = config
+            label = f"replay, {'packs' if is_packed else 'one event a message'}, checkpoint every "
             label += f"{b} events, {n} calls in flight, "
-            label += f"{p} sender processes" if p else "threads"
+            label += f"{p} sender processes (warm)" if p else "threads"
             if config == default:
-                label += " (default, warm)"
+                label += " (default)"
             elif config == FORMER:
                 label += " (former default)"
             rows.append((label, f"{replay_s[config] * 1000:,.0f}", f"{eps[config]:,.0f}"))
         rows.append(
             (
-                "the default, cold: the sender processes started within the run",
+                "1 sender process, cold: the process started within the run",
                 f"{statistics.median(colds) * 1000:,.0f}",
                 f"{cold_eps:,.0f}",
             )
@@ -276,14 +332,14 @@ def main() -> None:
             {
                 "events_per_s": eps[default],
                 "replay_ratio_vs_read": eps[default] / read_eps,
-                "events_per_s_cold": cold_eps,
-                "replay_ratio_vs_read_cold": cold_eps / read_eps,
-                "events_per_s_former_default": eps[FORMER],
-                "events_per_s_threads": eps[THREADS],
-                "replay_ratio_vs_read_threads": eps[THREADS] / read_eps,
-                "events_per_s_1_process": eps[1000, 4, True, 1],
+                "events_per_s_1_process": eps[POOL],
+                "replay_ratio_vs_read_1_process": eps[POOL] / read_eps,
+                "events_per_s_1_process_cold": cold_eps,
+                "replay_ratio_vs_read_1_process_cold": cold_eps / read_eps,
                 "events_per_s_2_processes": eps[1000, 4, True, 2],
                 "events_per_s_2_processes_8_in_flight": eps[1000, 8, True, 2],
+                "events_per_s_threads": eps[THREADS],
+                "events_per_s_former_default": eps[FORMER],
                 "read_events_per_s": read_eps,
                 "send_alone_packed_events_per_s": send_p_eps,
                 "replay_ratio_vs_send_alone_packed": eps[default] / send_p_eps,
@@ -295,18 +351,23 @@ def main() -> None:
             f"{EVENTS} archived 1 KiB events replayed to one trigger's standard SQS queue on local "
             f"mode (embedded moto in its own process), in packs of about {per_pack} events, "
             f"checkpoint (DynamoDB) every {BATCH_EVENTS} events (a batch spans archive objects), "
-            f"{SEND_CONCURRENCY} SendMessageBatch calls in flight made by {processes} sender "
-            "process(es) (the defaults), the next batch read meanwhile. events_per_s is WARM: the "
-            "sender processes were started before the clock started (as in a warm Lambda "
-            "container or a running local runtime); events_per_s_cold is the same replay with "
-            "the pool stopped before it, so that its start (spawning the processes, importing "
-            "boto3, the first calls' connections) is inside the timed run. The floor reads the "
-            "same objects alone (list, get, parse, select); the local SQS endpoint alone with "
-            "the packs' bytes (one call at a time, nothing else) is timed too; the former "
-            "default (one event a message, checkpoint every 100 events), packs sent by threads "
-            "of the replaying process (the previous default), 1 and 2 processes, and 2 "
-            "processes with 8 calls in flight are timed in the same run (median of "
-            f"{ROUNDS}; load average {load[0]:.2f} when it started, on {os.cpu_count()} cores)",
+            f"{SEND_CONCURRENCY} SendMessageBatch calls in flight, the next batch read meanwhile; "
+            f"events_per_s is the default ({processes} sender processes: the calls made by "
+            "threads of the replaying process). events_per_s_1_process is the same with the "
+            "calls made by 1 sender process, WARM: the process was started before the clock "
+            "started (as in a warm Lambda container or a running local runtime); "
+            "events_per_s_1_process_cold is the same replay with the pool stopped before it, so "
+            "that its start (spawning the process, importing boto3, the first call's connection) "
+            "is inside the timed run; 2 processes, and 2 with 8 calls in flight, are timed too. "
+            "The floor reads the same objects alone (list, get, parse, select); the local SQS "
+            "endpoint alone with the packs' bytes (one call at a time, nothing else) and the "
+            "former default (one event a message, checkpoint every 100 events) are timed in the "
+            "same run. Each round times the former default first, then an untimed replay, then "
+            "the others in an order that turns each round (whatever ran just after the former "
+            "default was slower). The *_ms figures are the mean wall and CPU time per process "
+            "(this one, the sender processes, moto's; /proc, 10 ms ticks) of ROUNDS more runs. "
+            f"Median of {ROUNDS}; load average {load[0]:.2f} when it started, on "
+            f"{os.cpu_count()} cores",
         )
     finally:
         c.stop_replay_sends()

@@ -96,8 +96,7 @@ class Settings:
     replay_settle_seconds: float = 2.0
     # Sender processes making a replay's SendMessageBatch calls to standard queues beside its
     # reading (adapters/sqs_send_pool.py, docs/replay.md); 0: threads of the replaying process.
-    # 1 locally, 0 on Lambda unless set (from_env).
-    replay_send_processes: int = 1
+    replay_send_processes: int = 0
     # False: SQS event source mappings are created disabled, because something else consumes the
     # trigger queues (the local runtime's pollers, against an emulator such as LocalStack whose own
     # pollers would otherwise compete and spend receive counts, i.e. attempts).
@@ -167,21 +166,10 @@ class Settings:
             archive_carry_off=carry_off,
             archive_spool_dir=env.get("BROKER_ARCHIVE_SPOOL_DIR")
             or (SPOOL_DIR if env.get("AWS_LAMBDA_FUNCTION_NAME") else None),
-            # Local mode: one (the replaying process and moto share the cores; measured in
-            # docs/replay.md). On Lambda none by default: the replayer's 512 MB is a third of
-            # a vCPU, so another process adds no core; worth it from 3,538 MB (two vCPUs).
+            # None unless set: measured no faster locally (docs/replay.md, Throughput), and the
+            # replayer's 512 MB on Lambda is a third of a vCPU, where another process adds no core.
             replay_send_processes=min(
-                8,
-                max(
-                    0,
-                    int(
-                        number(
-                            "BROKER_REPLAY_SEND_PROCESSES",
-                            "1" if _local_mode(env, stage) else "0",
-                            int,
-                        )
-                    ),
-                ),
+                8, max(0, int(number("BROKER_REPLAY_SEND_PROCESSES", "0", int)))
             ),
             replay_settle_seconds=max(
                 0.0,

@@ -93,16 +93,12 @@ def test_bootstrap_creates_resources_only_in_local_mode() -> None:
         bootstrap(deployed, clients=None)  # type: ignore[arg-type]  # refused before any call
 
 
-def test_replay_sender_processes_are_one_locally_none_on_lambda_unless_told() -> None:
-    assert Settings.from_env(LOCAL).replay_send_processes == 1
+def test_replay_sender_processes_are_none_unless_told() -> None:
+    assert Settings.from_env(LOCAL).replay_send_processes == 0
     assert Settings.from_env({"BROKER_STAGE": "prod"}).replay_send_processes == 0
     told = {"BROKER_STAGE": "prod", "BROKER_REPLAY_SEND_PROCESSES": "2"}
     assert Settings.from_env(told).replay_send_processes == 2
-    assert (
-        Settings.from_env({**LOCAL, "BROKER_REPLAY_SEND_PROCESSES": "99"}).replay_send_processes
-        == 8
-    )
-    assert (
-        Settings.from_env({**LOCAL, "BROKER_REPLAY_SEND_PROCESSES": "-1"}).replay_send_processes
-        == 0
-    )
+    many = {**LOCAL, "BROKER_REPLAY_SEND_PROCESSES": "99"}
+    assert Settings.from_env(many).replay_send_processes == 8
+    negative = {**LOCAL, "BROKER_REPLAY_SEND_PROCESSES": "-1"}
+    assert Settings.from_env(negative).replay_send_processes == 0
