@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
@@ -60,6 +61,7 @@ class Container:
     _archive_built: bool = field(default=False, init=False, repr=False)
     # The replay runner's sender processes (adapters/sqs_send_pool.py), made at the first call.
     _send_pool: Any = field(default=None, init=False, repr=False)
+    _send_pool_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def tap_archive(self, tap: Callable[[Archive], Archive]) -> None:
         """Make the archive ``tap(archive)`` (the local console's live tail sees every record).
@@ -305,12 +307,13 @@ class Container:
     def _replay_process_send(self, processes: int) -> Callable[[str, list[Any]], None]:
         from chalicelib.adapters.sqs_send_pool import SqsSendPool
 
-        pool = self._send_pool
-        if pool is None or pool.processes != processes:
-            if pool is not None:
-                pool.stop()
-            pool = self._send_pool = SqsSendPool(self.settings, processes)
-            atexit.register(pool.stop)
+        with self._send_pool_lock:  # asked by each of a batch's sending threads
+            pool = self._send_pool
+            if pool is None or pool.processes != processes:
+                if pool is not None:
+                    pool.stop()
+                pool = self._send_pool = SqsSendPool(self.settings, processes)
+                atexit.register(pool.stop)
         return lambda queue, items: send_in_batches(pool, queue, items)
 
     def stop_replay_sends(self) -> None:
