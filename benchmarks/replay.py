@@ -6,13 +6,16 @@ Both run against the local runtime's embedded AWS endpoint (moto in its own proc
 written as Firehose writes it: hour-keyed JSON-lines objects of ``accepted`` records. A replay
 runs in one bounded run, reading the objects, sending SendMessageBatch calls of 10 messages to
 the trigger's queue and checkpointing in DynamoDB after each replay batch
-(``RunnerOptions.batch_events``; the default, 1,000, is what the docs promise: a crash re-sends at
-most 1,000 events; an archive object's end is a checkpoint too), with
-``RunnerOptions.send_concurrency`` (default 4) calls in flight, the next batch read while they
-are. By default a standard queue's events travel in packs (``RunnerOptions.packs``: about twenty
-1 KiB events a message); the former default (one event a message, checkpoint every 100), the
-packs at the former batch, one call at a time and 8 in flight are timed too, side by side, as is
-the local SQS endpoint alone with the same bytes in packs.
+(``RunnerOptions.batch_events``, 1,000 events, across archive objects: what the docs promise, a
+crash re-sends at most 1,000 events), ``RunnerOptions.send_concurrency`` (4) calls in flight, the
+next batch read while they are; a standard queue's events travel in packs (about twenty 1 KiB
+events a message). The calls are made by threads of the replaying process (the default) or by
+``RunnerOptions.send_processes`` sender processes (adapters/sqs_send_pool.py), timed WARM (the
+process started before the clock starts, as in a running local runtime or a warm Lambda
+container) and COLD (its start inside the timed run); the former default (one event a message,
+checkpoint every 100), 2 processes, and the local SQS endpoint alone with the same bytes are
+timed too, side by side; and the CPU each process spends (this one, the senders, moto) on the
+read, the send alone and the replays.
 Run: .venv/bin/python benchmarks/replay.py
 """
 
@@ -23,7 +26,7 @@ import statistics
 import sys
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -42,13 +45,21 @@ from chalicelib.services.replays import BATCH_EVENTS, SEND_CONCURRENCY  # noqa: 
 
 EVENTS = int(os.environ.get("REPLAY_EVENTS", "5000"))
 PER_OBJECT = 500  # records per archive object (Firehose: whatever its buffer held)
-ROUNDS = 3
-# (batch_events, send_concurrency, packs): the former default (one event a message), packs at the
-# former batch, packs one call at a time (nothing in the background), the default, and more calls
-# in flight.
-CONFIGS = ((100, 4, False), (100, 4, True), (1000, 1, True), (1000, 4, True), (1000, 8, True))
-FORMER = (100, 4, False)
-DEFAULT = (1000, 4, True)
+ROUNDS = int(os.environ.get("REPLAY_ROUNDS", "5"))
+# (batch_events, send_concurrency, packs, send_processes): the former default (one event a
+# message), packs sent by threads of the replaying process (the default), by 1 and 2 sender
+# processes, and 2 processes with 8 calls in flight.
+CONFIGS = (
+    (100, 4, False, 0),
+    (1000, 4, True, 0),
+    (1000, 4, True, 1),
+    (1000, 4, True, 2),
+    (1000, 8, True, 2),
+)
+FORMER = (100, 4, False, 0)
+THREADS = (1000, 4, True, 0)
+POOL = (1000, 4, True, 1)
+COLD = (0, 0, False, -1)  # POOL with its process started inside the timed run
 
 
 def _archive(c: Container, start: datetime) -> list[str]:
@@ -96,12 +107,10 @@ def _read_floor(c: Container, start: datetime, end: datetime) -> float:
     return elapsed
 
 
-def _send_floor(
-    c: Container, queue: str, pool: ThreadPoolExecutor | None = None, per_message: int = 1
-) -> float:
+def _send_floor(c: Container, queue: str, per_message: int = 1) -> float:
     """Seconds to send ``EVENTS`` events of the same size in SendMessageBatch calls of 10
-    messages of ``per_message`` events each, with nothing else (one call at a time, or
-    ``pool``'s workers at a time): what the local SQS endpoint costs by itself."""
+    messages of ``per_message`` events each, one call at a time with nothing else: what the
+    local SQS endpoint costs by itself."""
     from chalicelib.ports import OutgoingMessage
 
     body = "x" * 1200 * per_message  # about the size of queued 1 KiB events
@@ -112,17 +121,24 @@ def _send_floor(
         assert c.queues.send_batch(queue, batch) == []
 
     began = time.perf_counter()
-    if pool is None:
-        for first in range(0, messages, 10):
-            send(first)
-    else:
-        list(pool.map(send, range(0, messages, 10)))
+    for first in range(0, messages, 10):
+        send(first)
     return time.perf_counter() - began
 
 
 def _replay(
-    c: Container, start: datetime, end: datetime, batch: int, concurrency: int, packs: bool
+    c: Container,
+    start: datetime,
+    end: datetime,
+    batch: int,
+    concurrency: int,
+    packs: bool,
+    processes: int,
+    warm: bool = True,
+    probe: _Probe | None = None,
 ) -> float:
+    """Seconds for one run of a new replay of the range; with ``processes``, the sender pool
+    is started before the clock starts (``warm``) or made anew within the timed run."""
     name = f"r{uuid.uuid4().hex[:8]}"
     body = {"spec": {"from": rfc3339(start), "to": rfc3339(end), "triggers": ["t"]}}
     c.replays.put("bench", "default", name, body)
@@ -132,14 +148,90 @@ def _replay(
         batch_events=batch,
         send_concurrency=concurrency,
         packs=packs,
+        send_processes=processes,
         settle_seconds=0.0,
     )
+    if processes:
+        if not warm:
+            c.stop_replay_sends()
+            c._send_pool = None
+        else:
+            c._replay_process_send(processes)
+            c._send_pool.start()
+    if probe is not None:
+        probe.begin()
     began = time.perf_counter()
     assert runner.run("bench", "default", name, 3600.0)
     elapsed = time.perf_counter() - began
+    if probe is not None:
+        probe.end()
     progress = c.replays.get("bench", "default", name)["status"]["progress"]
     assert progress["eventsEnqueued"] == EVENTS, progress
     return elapsed
+
+
+def _cpu_s(pid: int | None) -> float:
+    """CPU seconds (user + system) a process has used, from /proc (in clock ticks)."""
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class _Probe:
+    """Wall and CPU time per process (this one with all its threads, the sender processes,
+    moto's) over the spans between ``begin`` and ``end``; ``means`` in ms per span."""
+
+    def __init__(self, c: Container, moto_pid: int | None) -> None:
+        self._c, self._moto = c, moto_pid
+        self._totals = {"wall": 0.0, "replaying_cpu": 0.0, "senders_cpu": 0.0, "moto_cpu": 0.0}
+        self._spans = 0
+        self._senders: list[int | None] = []
+        self._before = (0.0, 0.0, 0.0, 0.0)
+
+    def begin(self) -> None:
+        pool = self._c._send_pool
+        self._senders = pool.pids() if pool is not None and not pool._stopped else []
+        self._before = (
+            time.perf_counter(),
+            time.process_time(),
+            sum(map(_cpu_s, self._senders)),
+            _cpu_s(self._moto),
+        )
+
+    def end(self) -> None:
+        now = (
+            time.perf_counter(),
+            time.process_time(),
+            sum(map(_cpu_s, self._senders)),
+            _cpu_s(self._moto),
+        )
+        for key, b, a in zip(self._totals, self._before, now, strict=True):
+            self._totals[key] += a - b
+        self._spans += 1
+
+    def means(self) -> dict[str, float]:
+        return {f"{k}_ms": v * 1000 / self._spans for k, v in self._totals.items()}
+
+
+def _where(
+    c: Container, moto_pid: int | None, run: Callable[[_Probe | None], object]
+) -> dict[str, float]:
+    """``_Probe.means`` of ``ROUNDS`` runs of ``run``."""
+    probe = _Probe(c, moto_pid)
+    for _ in range(ROUNDS):
+        run(probe)
+    return probe.means()
+
+
+def _whole(work: Callable[[], object]) -> Callable[[_Probe | None], object]:
+    def run(probe: _Probe | None) -> None:
+        assert probe is not None
+        probe.begin()
+        work()
+        probe.end()
+
+    return run
 
 
 def main() -> None:
@@ -148,11 +240,11 @@ def main() -> None:
     load = os.getloadavg()
     aws = EmbeddedAws("127.0.0.1", free_port())
     endpoint = aws.start()
+    settings = replace(Settings(), endpoint_url=endpoint, cache_ttl_seconds=0.0)
+    c = Container(settings)
     try:
         from brokerctl.bootstrap import bootstrap
 
-        settings = replace(Settings(), endpoint_url=endpoint, cache_ttl_seconds=0.0)
-        c = Container(settings)
         bootstrap(settings, c.clients, say=lambda line: None)
         c.brokers.put("bench", "default", {"metadata": {"name": "default"}})
         trigger = {"spec": {"broker": "default", "subscriber": {"uri": "http://127.0.0.1:9/"}}}
@@ -161,86 +253,124 @@ def main() -> None:
         end = start + timedelta(minutes=30)
         _archive(c, start)
         queue = names.queue_name(settings.queue_prefix, "bench", "default", "t")
+        default = (BATCH_EVENTS, SEND_CONCURRENCY, True, settings.replay_send_processes)
+        assert default in CONFIGS, default
         reads: list[float] = []
-        sends: list[float] = []
-        sends_concurrent: list[float] = []
         sends_packed: list[float] = []
-        replays: dict[tuple[int, int, bool], list[float]] = {k: [] for k in CONFIGS}
-        assert DEFAULT == (BATCH_EVENTS, SEND_CONCURRENCY, True)
+        colds: list[float] = []
+        replays: dict[tuple[int, int, bool, int], list[float]] = {k: [] for k in CONFIGS}
         per_pack = (PACK_MAX_BYTES - 200) // 1200  # 1 KiB events a pack holds
-        pool = ThreadPoolExecutor(SEND_CONCURRENCY)
-        for _ in range(ROUNDS):
+        packed = [k for k in CONFIGS if k != FORMER] + [COLD]
+        for r in range(ROUNDS):
             reads.append(_read_floor(c, start, end))
-            sends.append(_send_floor(c, queue))
-            sends_concurrent.append(_send_floor(c, queue, pool))
             sends_packed.append(_send_floor(c, queue, per_message=per_pack))
-            for config in CONFIGS:
-                replays[config].append(_replay(c, start, end, *config))
-        pool.shutdown()
+            replays[FORMER].append(_replay(c, start, end, *FORMER))
+            # Whatever runs just after the former default is slower (seen: a third): an untimed
+            # replay, then the others in an order that turns each round.
+            _replay(c, start, end, *THREADS)
+            for config in packed[r % len(packed) :] + packed[: r % len(packed)]:
+                if config == COLD:
+                    colds.append(_replay(c, start, end, *POOL, warm=False))
+                else:
+                    replays[config].append(_replay(c, start, end, *config))
+        # Where the time goes (CPU per process; /proc counts in 10 ms ticks: a mean of ROUNDS).
+        moto_pid = aws._process.pid if aws._process is not None else None
+        where = {
+            "read": _where(c, moto_pid, _whole(lambda: _read_floor(c, start, end))),
+            "send_alone_packed": _where(
+                c, moto_pid, _whole(lambda: _send_floor(c, queue, per_message=per_pack))
+            ),
+            "replay_threads": _where(
+                c, moto_pid, lambda probe: _replay(c, start, end, *THREADS, probe=probe)
+            ),
+            "replay_1_process_warm": _where(
+                c, moto_pid, lambda probe: _replay(c, start, end, *POOL, probe=probe)
+            ),
+        }
+        c.stop_replay_sends()
         read_s = statistics.median(reads)
-        send_eps = EVENTS / statistics.median(sends)
-        send_c_eps = EVENTS / statistics.median(sends_concurrent)
         send_p_eps = EVENTS / statistics.median(sends_packed)
+        cold_eps = EVENTS / statistics.median(colds)
         replay_s = {k: statistics.median(v) for k, v in replays.items()}
         read_eps = EVENTS / read_s
         eps = {k: EVENTS / s for k, s in replay_s.items()}
         rows = [
             ("read archive objects alone (floor)", f"{read_s * 1000:,.0f}", f"{read_eps:,.0f}"),
-            ("SendMessageBatch x10 alone", f"{EVENTS / send_eps * 1000:,.0f}", f"{send_eps:,.0f}"),
-            (
-                f"SendMessageBatch x10 alone, {SEND_CONCURRENCY} in flight",
-                f"{EVENTS / send_c_eps * 1000:,.0f}",
-                f"{send_c_eps:,.0f}",
-            ),
             (
                 f"SendMessageBatch x10 alone, {per_pack} events a message",
                 f"{EVENTS / send_p_eps * 1000:,.0f}",
                 f"{send_p_eps:,.0f}",
             ),
         ]
-        for b, n, packed in CONFIGS:
-            label = f"replay, {'packs' if packed else 'one event a message'}, checkpoint every "
-            label += f"{b} events, {n} calls in flight"
-            if (b, n, packed) == DEFAULT:
+        for config in CONFIGS:
+            b, n, is_packed, p = config
+            label = f"replay, {'packs' if is_packed else 'one event a message'}, checkpoint every "
+            label += f"{b} events, {n} calls in flight, "
+            label += f"{p} sender processes (warm)" if p else "threads"
+            if config == default:
                 label += " (default)"
-            elif (b, n, packed) == FORMER:
+            elif config == FORMER:
                 label += " (former default)"
-            rows.append(
-                (label, f"{replay_s[b, n, packed] * 1000:,.0f}", f"{eps[b, n, packed]:,.0f}")
+            rows.append((label, f"{replay_s[config] * 1000:,.0f}", f"{eps[config]:,.0f}"))
+        rows.append(
+            (
+                "1 sender process, cold: the process started within the run",
+                f"{statistics.median(colds) * 1000:,.0f}",
+                f"{cold_eps:,.0f}",
             )
+        )
         print(f"{EVENTS} events of 1 KiB in {EVENTS // PER_OBJECT} objects, median of {ROUNDS}")
         print(f"load average before the run: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
         print_table(rows, ("path", "ms", "events/s"))
+        print_table(
+            [(k, *(f"{v:,.0f}" for v in w.values())) for k, w in where.items()],
+            ("where the time goes (mean ms)", "wall", "this process", "senders", "moto"),
+        )
+        processes = default[3]
         write_result(
             "replay",
             {
-                "events_per_s": eps[DEFAULT],
-                "replay_ratio_vs_read": eps[DEFAULT] / read_eps,
+                "events_per_s": eps[default],
+                "replay_ratio_vs_read": eps[default] / read_eps,
+                "events_per_s_1_process": eps[POOL],
+                "replay_ratio_vs_read_1_process": eps[POOL] / read_eps,
+                "events_per_s_1_process_cold": cold_eps,
+                "replay_ratio_vs_read_1_process_cold": cold_eps / read_eps,
+                "events_per_s_2_processes": eps[1000, 4, True, 2],
+                "events_per_s_2_processes_8_in_flight": eps[1000, 8, True, 2],
+                "events_per_s_threads": eps[THREADS],
                 "events_per_s_former_default": eps[FORMER],
-                "events_per_s_packs_batch100": eps[100, 4, True],
-                "events_per_s_packs_one_call_at_a_time": eps[1000, 1, True],
-                "events_per_s_packs_8_in_flight": eps[1000, 8, True],
                 "read_events_per_s": read_eps,
-                "send_alone_events_per_s": send_eps,
-                "send_alone_concurrent_events_per_s": send_c_eps,
                 "send_alone_packed_events_per_s": send_p_eps,
-                "replay_ratio_vs_send_alone_packed": eps[DEFAULT] / send_p_eps,
-                "send_alone_packed_ratio_vs_read": send_p_eps / read_eps,
-                "speedup_vs_former_default": eps[DEFAULT] / eps[FORMER],
+                "replay_ratio_vs_send_alone_packed": eps[default] / send_p_eps,
+                "speedup_vs_former_default": eps[default] / eps[FORMER],
+                "send_processes_default": processes,
                 "load_average_1m": load[0],
+                **{f"{k}_{m}": v for k, w in where.items() for m, v in w.items()},
             },
             f"{EVENTS} archived 1 KiB events replayed to one trigger's standard SQS queue on local "
-            f"mode (embedded moto), in packs of about {per_pack} events, checkpoint (DynamoDB) "
-            f"every {BATCH_EVENTS} events or archive object, {SEND_CONCURRENCY} SendMessageBatch "
-            "calls in flight, the next batch read meanwhile (the defaults); the floor reads the "
-            "same objects alone (list, get, parse, select); the local SQS endpoint alone (the "
-            "same events, nothing else: one event a message one call at a time and "
-            f"{SEND_CONCURRENCY} in flight, and {per_pack} events a message) is timed too, as the "
-            "bound moto puts on any replay; the former default (one event a message, checkpoint "
-            "every 100 events), packs at that batch, packs one call at a time (nothing in the "
-            "background) and 8 calls in flight are timed in the same run",
+            f"mode (embedded moto in its own process), in packs of about {per_pack} events, "
+            f"checkpoint (DynamoDB) every {BATCH_EVENTS} events (a batch spans archive objects), "
+            f"{SEND_CONCURRENCY} SendMessageBatch calls in flight, the next batch read meanwhile; "
+            f"events_per_s is the default ({processes} sender processes: the calls made by "
+            "threads of the replaying process). events_per_s_1_process is the same with the "
+            "calls made by 1 sender process, WARM: the process was started before the clock "
+            "started (as in a warm Lambda container or a running local runtime); "
+            "events_per_s_1_process_cold is the same replay with the pool stopped before it, so "
+            "that its start (spawning the process, importing boto3, the first call's connection) "
+            "is inside the timed run; 2 processes, and 2 with 8 calls in flight, are timed too. "
+            "The floor reads the same objects alone (list, get, parse, select); the local SQS "
+            "endpoint alone with the packs' bytes (one call at a time, nothing else) and the "
+            "former default (one event a message, checkpoint every 100 events) are timed in the "
+            "same run. Each round times the former default first, then an untimed replay, then "
+            "the others in an order that turns each round (whatever ran just after the former "
+            "default was slower). The *_ms figures are the mean wall and CPU time per process "
+            "(this one, the sender processes, moto's; /proc, 10 ms ticks) of ROUNDS more runs. "
+            f"Median of {ROUNDS}; load average {load[0]:.2f} when it started, on "
+            f"{os.cpu_count()} cores",
         )
     finally:
+        c.stop_replay_sends()
         aws.stop()
 
 

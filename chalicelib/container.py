@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import json
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
@@ -57,6 +59,9 @@ class Container:
     # What every service writes the archive through (set by ``tap_archive``); None: the adapter.
     _archive_tap: Callable[[Archive], Archive] | None = field(default=None, init=False, repr=False)
     _archive_built: bool = field(default=False, init=False, repr=False)
+    # The replay runner's sender processes (adapters/sqs_send_pool.py), made at the first call.
+    _send_pool: Any = field(default=None, init=False, repr=False)
+    _send_pool_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def tap_archive(self, tap: Callable[[Archive], Archive]) -> None:
         """Make the archive ``tap(archive)`` (the local console's live tail sees every record).
@@ -287,8 +292,35 @@ class Container:
             RunnerOptions(
                 archive_bucket=self.settings.archive_bucket,
                 settle_seconds=self.settings.replay_settle_seconds,
+                send_processes=self.settings.replay_send_processes,
             ),
+            process_send=self._replay_process_send if self._queues_are_sqs() else None,
         )
+
+    def _queues_are_sqs(self) -> bool:
+        """Only the SQS adapter's calls can be made by another process (it builds its own from
+        Settings); a fake's state lives here."""
+        from chalicelib.adapters.sqs_queues import SqsQueues
+
+        return type(self.queues) is SqsQueues
+
+    def _replay_process_send(self, processes: int) -> Callable[[str, list[Any]], None]:
+        from chalicelib.adapters.sqs_send_pool import SqsSendPool
+
+        with self._send_pool_lock:  # asked by each of a batch's sending threads
+            pool = self._send_pool
+            if pool is None or pool.processes != processes:
+                if pool is not None:
+                    pool.stop()
+                pool = self._send_pool = SqsSendPool(self.settings, processes)
+                atexit.register(pool.stop)
+        return lambda queue, items: send_in_batches(pool, queue, items)
+
+    def stop_replay_sends(self) -> None:
+        """Stop the replay runner's sender processes, if it made any (the local runtime's stop;
+        atexit otherwise)."""
+        if self._send_pool is not None:
+            self._send_pool.stop()
 
     # ---- xRegistry (DESIGN.md §9) ---------------------------------------------------------------
 

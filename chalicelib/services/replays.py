@@ -3,12 +3,15 @@ back into the chosen triggers' queues.
 
 The runner works in bounded runs (one Lambda invocation, or a turn of the local runtime's thread).
 A run takes the replay's lease, then repeats: read the next batch (≤ ``batch_events`` selected
-events, or the rest of an archive object), send it to the queues, checkpoint the position in the
+events, across archive objects; or up to the end of an object once ``batch_events`` records were
+read, selected or not), send it to the queues, checkpoint the position in the
 replay's stored state with optimistic versioning. A standard queue's events travel in packs
 (``sqs_message``: many events to a message), a FIFO queue's one to a message. A batch's
 SendMessageBatch calls (10 messages each) run ``send_concurrency`` at a time: a standard queue's
 in any order, a FIFO queue's one after the other (its groups' order), different queues side by
-side; the next batch is read and packed meanwhile, and the checkpoint waits for all of them. A
+side; the next batch is read and packed meanwhile, and the checkpoint waits for all of them (a
+standard queue's calls are made by sender processes when ``send_processes`` > 0, so that their
+botocore work runs on another core than the reading: adapters/sqs_send_pool.py). A
 crash between a send and its checkpoint re-sends that one batch on the next run; nothing is
 skipped. A DELETE removes the replay: the next checkpoint finds it gone and the run stops.
 """
@@ -183,6 +186,10 @@ class RunnerOptions:
     send_concurrency: int = SEND_CONCURRENCY
     # A standard queue's events go in packs (docs/replay.md): many events per SQS message.
     packs: bool = True
+    # A standard queue's calls are made by this many sender processes (the runner's
+    # ``process_send``), so that their botocore work runs beside the reading; 0: by threads of
+    # this process. FIFO queues' calls stay in this process, one after the other.
+    send_processes: int = 0
     lease_seconds: float = 960.0  # longer than any run: a crashed run's lease expires after it
 
 
@@ -215,10 +222,14 @@ class ReplayRunner:
         options: RunnerOptions,
         clock: Callable[[], datetime] = utcnow,
         monotonic: Callable[[], float] = time.monotonic,
+        process_send: Callable[[int], _Send] | None = None,
     ) -> None:
         self._replays = replays
         self._load = load_config
         self._send_all = send  # ingress.send_in_batches: ingress's batches and retries
+        # The same over n sender processes (the real SQS adapter only: a fake cannot travel to
+        # another process); None: none can be made, threads send.
+        self._process_send = process_send
         self._claims = claims
         self._blobs = blobs
         self._listing = listing
@@ -440,8 +451,7 @@ class ReplayRunner:
         for i in range(offset, len(records)):
             yield key, i, records[i]
         if offset < len(records):
-            # The end of an object is a checkpoint even when nothing in it was selected: a long
-            # stretch of other brokers' records is not read twice.
+            # The end of an object may be a checkpoint even when nothing in it was selected.
             yield key, len(records), _END
 
     def _next_batch(
@@ -452,9 +462,15 @@ class ReplayRunner:
     ) -> _Batch:
         events: list[Mapping[str, Any]] = []
         read = 0
+        scanned = 0  # records of the batch, selected or not
         for key, offset, record in records:
             if record is _END:
-                return _Batch(events, read, reader.Position(key, offset), end=False)
+                # A batch spans archive objects (fewer checkpoints), but a long stretch of other
+                # brokers' records still ends one at an object's end: it is not read twice.
+                if scanned >= self._options.batch_events:
+                    return _Batch(events, read, reader.Position(key, offset), end=False)
+                continue
+            scanned += 1
             position = reader.Position(key, offset + 1)
             if not isinstance(record, Mapping):
                 log.warning("replay: a line of %s is not a JSON record; skipped", key)
@@ -604,9 +620,15 @@ class ReplayRunner:
         ]
         return lambda: _collect(futures)
 
+    def _sender(self, queue: str) -> _Send:
+        processes = self._options.send_processes
+        if processes > 0 and self._process_send is not None and not names.is_fifo(queue):
+            return self._process_send(processes)
+        return self._send_all
+
     def _send_one(self, queue: str, messages: list[_Message]) -> int | None:
         try:  # UnavailableError: raised, no checkpoint
-            self._send_all(queue, [(body, group) for body, group, _ in messages])
+            self._sender(queue)(queue, [(body, group) for body, group, _ in messages])
         except NotFoundError:
             return None
         return sum(n for _, _, n in messages)
@@ -631,6 +653,7 @@ def _collect(futures: list[tuple[str, Future[int | None]]]) -> list[tuple[str, i
     return list(counts.items())
 
 
+_Send = Callable[[str, list[tuple[str, str | None]]], None]  # (queue, [(body, FIFO group)])
 _Message = tuple[str, str | None, int]  # (body, FIFO group, events in it)
 _Messages = tuple[dict[str, list[_Message]], int]  # (per queue, events whose payload is gone)
 

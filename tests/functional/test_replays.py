@@ -247,8 +247,9 @@ def test_a_crash_mid_way_loses_nothing_and_resends_at_most_one_batch() -> None:
     ids = _ids(drain(h, "a"))
     assert sorted(set(ids)) == sorted(f"e{i}" for i in range(45))  # nothing lost
     duplicates = len(ids) - len(set(ids))
-    # Batches 10, 10, then the object's last 5: its checkpoint crashed, so it is sent again.
-    assert duplicates == 5
+    # Batches 10, 10, then 10 across the two objects (the first's last 5, the second's first
+    # 5): its checkpoint crashed, so that one batch is sent again.
+    assert duplicates == 10
 
 
 def test_a_crash_re_sends_at_most_one_replay_batch_of_the_default_size() -> None:
@@ -312,7 +313,7 @@ def test_a_budget_stops_after_a_batch_and_the_next_run_continues() -> None:
         progress = _status(h, "r")["progress"]
         assert progress["eventsRead"] == min(35, 10 * runs)
         assert _condition(_status(h, "r"), "Succeeded")["reason"] == "Running"
-    assert runs == 4  # 10, 20, 30, then the rest of the object; the fifth run ends it
+    assert runs == 3  # 10, 20, 30; the fourth run reads the last 5 and ends it
     assert _ids(drain(h, "a")) == [f"e{i}" for i in range(35)]
 
 
@@ -568,3 +569,52 @@ def test_a_fifo_queue_gets_its_calls_one_at_a_time_in_order_beside_a_standard_qu
     replayed = h.queues._q(fifo)["messages"]
     assert [json.loads(m.body)["event"]["id"] for m in replayed] == [f"e{i}" for i in range(45)]
     assert sorted(_ids(drain(h, "a"))) == sorted(f"e{i}" for i in range(45))
+
+
+def _position(h: Harness, name: str) -> tuple[str, int, int]:
+    state = Resources(h.store, REPLAYS).require("ns", store_name("default", name)).state
+    return state["key"], state["offset"], state["events_read"]
+
+
+def test_a_batch_spans_archive_objects_up_to_the_batch_size() -> None:
+    h = _setup({"a": None})
+    start, _ = window()
+    first = utcnow()
+    keys = []
+    for k in range(3):
+        _send(h, 6, start=6 * k)
+        keys.append(flush_archive(h, first + timedelta(seconds=2 * k)))
+    drain(h, "a")
+    _, end = window()
+    put_replay(h, "r", start, end)
+    runner = _runner(h, h.store)  # batches of 10
+    assert not runner.run("ns", "default", "r", 0.0)  # one batch, then the budget is spent
+    assert _position(h, "r") == (keys[1], 4, 10)  # the first object's 6, the second's first 4
+    assert runner.run("ns", "default", "r", 0.0)  # the last 8
+    assert sorted(_ids(drain(h, "a"))) == sorted(f"e{i}" for i in range(18))
+
+
+def test_a_stretch_of_other_brokers_records_still_ends_a_batch_at_an_objects_end() -> None:
+    h = _setup({"a": None})
+    h.broker(name="other")
+    h.trigger("x", broker="other")
+    start, _ = window()
+    first = utcnow()
+    keys = []
+    for k in range(2):
+        for i in range(12):
+            headers = {"ce-specversion": "1.0", "ce-id": f"o{i}", "ce-source": "/s", "ce-type": "t"}
+            assert h.post(headers, b"", broker="other").status == 202
+        keys.append(flush_archive(h, first + timedelta(seconds=2 * k)))
+    _send(h, 3)
+    flush_archive(h, first + timedelta(seconds=4))
+    drain(h, "a")
+    _, end = window()
+    put_replay(h, "r", start, end)
+    runner = _runner(h, h.store)  # batches of 10 events, or 10 records read at an object's end
+    assert not runner.run("ns", "default", "r", 0.0)
+    assert _position(h, "r") == (keys[0], 12, 0)  # not read again after a crash
+    assert not runner.run("ns", "default", "r", 0.0)
+    assert _position(h, "r") == (keys[1], 12, 0)
+    assert runner.run("ns", "default", "r", 0.0)
+    assert _ids(drain(h, "a")) == ["e0", "e1", "e2"]
