@@ -373,10 +373,14 @@ class ReplayRunner:
             # one batch).
             sending = self._start(replay, messages)
             following: tuple[_Batch, _Messages] | None = None
-            if not batch.end and self._monotonic() < deadline:
-                more = self._next_batch(replay, records, batch.position)
-                following = more, self._messages(replay, routes, extra, more)
-            sent, missing_payloads = sending()
+            try:
+                if not batch.end and self._monotonic() < deadline:
+                    more = self._next_batch(replay, records, batch.position)
+                    following = more, self._messages(replay, routes, extra, more)
+            finally:
+                # Every call of this batch ends before the run does, even when reading the next
+                # one failed: no call outlives its run (a next run would send it again beside it).
+                sent, missing_payloads = sending()
             position = batch.position
             state.update(
                 key=position.key,

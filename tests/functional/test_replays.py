@@ -618,3 +618,36 @@ def test_a_stretch_of_other_brokers_records_still_ends_a_batch_at_an_objects_end
     assert _position(h, "r") == (keys[1], 12, 0)
     assert runner.run("ns", "default", "r", 0.0)
     assert _ids(drain(h, "a")) == ["e0", "e1", "e2"]
+
+
+def test_no_call_outlives_a_run_whose_next_batch_cannot_be_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The next batch is read while this one's calls are in flight: when that read fails, the run
+    still waits for those calls before it ends (else a next run would send the batch again beside
+    calls still running), and checkpoints nothing past them."""
+    h = _setup({"a": None})
+    start, _ = window()
+    first = utcnow()
+    keys = []
+    for k in range(2):
+        _send(h, 10, start=10 * k)
+        keys.append(flush_archive(h, first + timedelta(seconds=2 * k)))
+    drain(h, "a")
+    _, end = window()
+    put_replay(h, "r", start, end)
+    read = h.blobs.get
+
+    def unreadable_second_object(bucket: str, key: str) -> bytes:
+        if key == keys[1]:
+            raise UnavailableError("S3 is down")
+        return read(bucket, key)
+
+    monkeypatch.setattr(h.blobs, "get", unreadable_second_object)
+    queues = _FailingQueues(h.queues)  # each call stays in flight ~0.2 s, waiting for company
+    runner = _runner(h, h.store, queues=queues)  # batches of 10: the first object is one
+    with pytest.raises(UnavailableError):
+        runner.run("ns", "default", "r", 10.0)
+    assert queues.calls == 1 and sum(queues.in_flight.values()) == 0  # ended with the run
+    assert _status(h, "r")["progress"].get("eventsEnqueued", 0) == 0  # nothing checkpointed
+    assert sorted(_ids(drain(h, "a"))) == [f"e{i}" for i in range(10)]
