@@ -42,6 +42,7 @@ from chalicelib.core.cloudevents.sqs_message import (
     encode_pack,
     pack_head,
     pack_overhead,
+    sqs_text,
 )
 from chalicelib.core.delivery import ordering
 from chalicelib.core.errors import (
@@ -694,7 +695,7 @@ def _pack_text_undecoded(record: Mapping[str, Any], name: str) -> str:
         value = doc.get(attribute)
         if type(value) is not str or not value:
             return ""
-    text = dumps_compact({**doc, rp.EXTENSION: name})
+    text = sqs_text(dumps_compact({**doc, rp.EXTENSION: name}))  # measured as it is sent
     return text if len(text.encode("utf-8")) <= _PACKABLE_BYTES else ""
 
 
@@ -714,7 +715,7 @@ def _pack_text(record: Mapping[str, Any], event: CloudEvent, name: str) -> str:
     by_reference = isinstance(record.get("dataref"), str)
     doc = codec.to_json(event) if by_reference else dict(record["event"])
     doc[rp.EXTENSION] = name
-    text = dumps_compact(doc)
+    text = sqs_text(dumps_compact(doc))  # measured as it is sent
     return (
         text if len(text) <= _PACKABLE_BYTES // 4 or len(text.encode()) <= _PACKABLE_BYTES else ""
     )

@@ -14,7 +14,7 @@ import pytest
 
 from chalicelib.core import names
 from chalicelib.core.clock import utcnow
-from chalicelib.core.cloudevents.sqs_message import PACK_MAX_EVENTS, decode_message
+from chalicelib.core.cloudevents.sqs_message import PACK_MAX_BYTES, PACK_MAX_EVENTS, decode_message
 from chalicelib.core.delivery import ordering
 from chalicelib.core.errors import (
     ImmutableFieldError,
@@ -651,3 +651,24 @@ def test_no_call_outlives_a_run_whose_next_batch_cannot_be_read(
     assert queues.calls == 1 and sum(queues.in_flight.values()) == 0  # ended with the run
     assert _status(h, "r")["progress"].get("eventsEnqueued", 0) == 0  # nothing checkpointed
     assert sorted(_ids(drain(h, "a"))) == [f"e{i}" for i in range(10)]
+
+
+def test_packs_of_text_sqs_refuses_stay_within_their_bound() -> None:
+    """An event with a character SQS refuses is escaped (every non-ASCII character of it, CJK
+    text too: up to twice its UTF-8 size) before it is measured into a pack, so no pack passes
+    PACK_MAX_BYTES and ten still share one call."""
+    h = _setup({"a": None})
+    start, _ = window()
+    text = "漢字のテキスト" * 50  # ~1 KiB of 3-byte characters
+    for i in range(60):
+        data = text + ("\uffff" if i % 7 == 0 else "")
+        assert h.send(id_=f"e{i}", data=data.encode()).status == 202
+    flush_archive(h)
+    drain(h, "a")
+    _, end = window()
+    put_replay(h, "r", start, end)
+    assert _runner(h, h.store, batch=100).run("ns", "default", "r", 10.0)
+    bodies = [m.body for m in h.queues._q(h.queue_of("a"))["messages"]]
+    assert len(bodies) > 1 and all(len(b.encode()) <= PACK_MAX_BYTES for b in bodies)
+    assert all("\uffff" not in b for b in bodies)
+    assert sorted(_ids(drain(h, "a"))) == sorted(f"e{i}" for i in range(60))

@@ -236,6 +236,15 @@ def encode_pack(head: str, events: list[str]) -> str:
     return text
 
 
+def sqs_text(text: str) -> str:
+    """A compact JSON text as an SQS body may hold it: unchanged, or (when it has a character
+    SQS refuses) re-encoded with every non-ASCII character escaped. A packer measures each event
+    after this, so that ``encode_pack`` never has to escape a whole pack past its bound."""
+    if text.isascii() or _NOT_XML_CHAR.search(text) is None:
+        return text
+    return json.dumps(json.loads(text), separators=(",", ":"))
+
+
 def pack_overhead(head: str) -> int:
     """UTF-8 bytes of a pack besides its events' texts and their separating commas."""
     return len(head.encode("utf-8")) + 2
