@@ -714,13 +714,7 @@ class Delivery:
         """Split a pack into single messages on ``queue`` (each read as any other message there);
         UnavailableError when one is not taken: the pack is received again and split again."""
         messages = [OutgoingMessage(str(i), encode_message(q)) for i, q in enumerate(entries)]
-        failed = 0
-        for chunk in _chunks(messages):
-            try:
-                failed += len(self._queues.send_batch(queue, chunk))
-            except Exception as exc:
-                log.warning("could not unpack into %s: %s", queue, exc)
-                failed += len(chunk)
+        failed = self._send_chunks(queue, messages)
         if failed:
             self._count_requeue_failure(entries[0], failed)
             message_id = record.get("messageId")
@@ -732,6 +726,18 @@ class Delivery:
                 extra={"message_id": message_id, "queue": queue},
             )
             raise UnavailableError(f"could not unpack {message_id} into {queue}")
+
+    def _send_chunks(self, queue: str, messages: list[OutgoingMessage]) -> int:
+        """Send ``messages`` to ``queue`` in calls of at most 10 entries and 256 KiB; how many
+        SQS did not take (a failed call logged, its entries counted)."""
+        failed = 0
+        for chunk in _chunks(messages):
+            try:
+                failed += len(self._queues.send_batch(queue, chunk))
+            except Exception as exc:
+                log.warning("could not send %d message(s) to %s: %s", len(chunk), queue, exc)
+                failed += len(chunk)
+        return failed
 
     def _count_requeue_failure(self, queued: QueuedEvent, n: int) -> None:
         dims = {"namespace": queued.namespace, "broker": queued.broker, "trigger": queued.trigger}
@@ -974,14 +980,7 @@ class Delivery:
                 entry.why,
                 extra=keys,
             )
-        moved = [moved_message(record, entry.body) for entry in bad]
-        failed = 0
-        for chunk in _chunks(moved):
-            try:
-                failed += len(self._queues.send_batch(target, chunk))
-            except Exception as exc:
-                log.warning("could not move unreadable pack entries to %s: %s", target, exc)
-                failed += len(chunk)
+        failed = self._send_chunks(target, [moved_message(record, entry.body) for entry in bad])
         if failed:
             if good:
                 self._count_requeue_failure(good[0], failed)

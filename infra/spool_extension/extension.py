@@ -376,7 +376,9 @@ def _calls(pending: list[int], records: list[tuple[bytes, list[bytes]]]) -> Iter
         yield call
 
 
-def firehose_sender(stream: str, deadline: float) -> Sender:
+def _boto3_client(service: str, deadline: float) -> Any:
+    """A client of the runtime's own boto3 whose calls each wait at most CALL_TIMEOUT_SECONDS
+    (and never past ``deadline``), retried here rather than by botocore."""
     runtime_dir = os.environ.get("LAMBDA_RUNTIME_DIR")  # where older runtimes keep boto3
     if runtime_dir and runtime_dir not in sys.path:
         sys.path.append(runtime_dir)
@@ -384,14 +386,18 @@ def firehose_sender(stream: str, deadline: float) -> Sender:
     from botocore.config import Config
 
     budget = max(0.1, min(CALL_TIMEOUT_SECONDS, deadline - time.time()))
-    client = boto3.client(
-        "firehose",
+    return boto3.client(
+        service,
         config=Config(
             connect_timeout=budget,
             read_timeout=budget,
             retries={"max_attempts": 1},  # retried here, within the deadline
         ),
     )
+
+
+def firehose_sender(stream: str, deadline: float) -> Sender:
+    client = _boto3_client("firehose", deadline)
 
     def send(records: list[bytes]) -> list[bool]:
         out = client.put_record_batch(
@@ -405,21 +411,7 @@ def firehose_sender(stream: str, deadline: float) -> Sender:
 
 
 def s3_putter(bucket: str, deadline: float) -> Putter:
-    runtime_dir = os.environ.get("LAMBDA_RUNTIME_DIR")
-    if runtime_dir and runtime_dir not in sys.path:
-        sys.path.append(runtime_dir)
-    import boto3
-    from botocore.config import Config
-
-    budget = max(0.1, min(CALL_TIMEOUT_SECONDS, deadline - time.time()))
-    client = boto3.client(
-        "s3",
-        config=Config(
-            connect_timeout=budget,
-            read_timeout=budget,
-            retries={"max_attempts": 1},  # retried here, within the deadline
-        ),
-    )
+    client = _boto3_client("s3", deadline)
 
     def put(key: str, body: bytes) -> None:
         client.put_object(Bucket=bucket, Key=key, Body=body)
