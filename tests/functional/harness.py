@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -164,6 +165,22 @@ class Harness:
                 for m in received
             ]
         }
+
+    def deliver_until_empty(self, queue: str, idle: Callable[[], None], rounds: int) -> None:
+        """Play Lambda's poller on ``queue`` in batches of 10 until it is empty (at most
+        ``rounds`` receives); ``idle`` runs when nothing is visible (e.g. let a backoff pass)."""
+        for _ in range(rounds):
+            if self.queues.depth(queue) == 0:
+                return
+            event = self.sqs_event(queue, batch_size=10)
+            if not event["Records"]:
+                idle()
+                continue
+            answer = self.container.delivery.handle_sqs_event(event, None)
+            failed = {f["itemIdentifier"] for f in answer.get("batchItemFailures", [])}
+            for r in event["Records"]:
+                if r["messageId"] not in failed:
+                    self.queues.delete_message(queue, r["receiptHandle"])
 
     def make_visible(self, trigger: str, *, dead_letter: bool = False) -> None:
         """Skip the backoff: what SQS does when the visibility timeout runs out."""

@@ -344,21 +344,14 @@ def test_thousand_events_twenty_keys_twenty_percent_failures() -> None:
         for id_, key in sent:
             send(h, id_, key)
         queue = fifo_queue(h)
+
         # Lambda's poller, until the queue is empty. Batches of 10 rather than the mapping's 1:
         # several groups in each, so that the engine's rule (hold back the rest of a failed
         # record's group, and only its group) is what keeps the other keys flowing.
-        for _ in range(20_000):
-            if h.queues.depth(queue) == 0:
-                break
-            event = h.sqs_event(queue, batch_size=10)
-            if not event["Records"]:
-                clock.now += 1.0  # nothing visible: let a backoff pass
-                continue
-            answer = h.container.delivery.handle_sqs_event(event, None)
-            failed = {f["itemIdentifier"] for f in answer.get("batchItemFailures", [])}
-            for r in event["Records"]:
-                if r["messageId"] not in failed:
-                    h.queues.delete_message(queue, r["receiptHandle"])
+        def let_a_backoff_pass() -> None:  # nothing visible
+            clock.now += 1.0
+
+        h.deliver_until_empty(queue, let_a_backoff_pass, 20_000)
         assert h.queues.depth(queue) == 0
         dead = [m["event"]["id"] for m in h.messages(fifo_dlq(h))]
 

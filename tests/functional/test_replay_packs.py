@@ -331,18 +331,11 @@ def test_replayed_packs_reach_a_flaky_subscriber_or_the_dlq_every_event_counted(
         queue = h.queue_of("a")
         packs = [m for m in _queued(h, queue) if '"pack":[' in m.body]
         assert len(packs) == -(-n // PACK_MAX_EVENTS)  # small events: full packs
-        for _ in range(10_000):  # Lambda's poller, until the queue is empty
-            if h.queues.depth(queue) == 0:
-                break
-            event = h.sqs_event(queue, batch_size=10)
-            if not event["Records"]:
-                clock.now += 1.0  # nothing visible: let a backoff pass
-                continue
-            answer = h.container.delivery.handle_sqs_event(event, None)
-            failed = {f["itemIdentifier"] for f in answer.get("batchItemFailures", [])}
-            for r in event["Records"]:
-                if r["messageId"] not in failed:
-                    h.queues.delete_message(queue, r["receiptHandle"])
+
+        def let_a_backoff_pass() -> None:  # nothing visible
+            clock.now += 1.0
+
+        h.deliver_until_empty(queue, let_a_backoff_pass, 10_000)
         assert h.queues.depth(queue) == 0
         dead = {m["event"]["id"]: m["event"] for m in h.messages(h.dlq_of("a"))}
 

@@ -576,17 +576,24 @@ def _position(h: Harness, name: str) -> tuple[str, int, int]:
     return state["key"], state["offset"], state["events_read"]
 
 
-def test_a_batch_spans_archive_objects_up_to_the_batch_size() -> None:
-    h = _setup({"a": None})
+def _archived_in_objects(h: Harness, objects: int, per_object: int) -> list[str]:
+    """``objects`` archive objects of ``per_object`` events each (e0, e1, ...), two seconds
+    apart, delivered live and drained; a replay "r" of their range; the objects' keys."""
     start, _ = window()
     first = utcnow()
     keys = []
-    for k in range(3):
-        _send(h, 6, start=6 * k)
+    for k in range(objects):
+        _send(h, per_object, start=per_object * k)
         keys.append(flush_archive(h, first + timedelta(seconds=2 * k)))
     drain(h, "a")
     _, end = window()
     put_replay(h, "r", start, end)
+    return keys
+
+
+def test_a_batch_spans_archive_objects_up_to_the_batch_size() -> None:
+    h = _setup({"a": None})
+    keys = _archived_in_objects(h, 3, 6)
     runner = _runner(h, h.store)  # batches of 10
     assert not runner.run("ns", "default", "r", 0.0)  # one batch, then the budget is spent
     assert _position(h, "r") == (keys[1], 4, 10)  # the first object's 6, the second's first 4
@@ -627,15 +634,7 @@ def test_no_call_outlives_a_run_whose_next_batch_cannot_be_read(
     still waits for those calls before it ends (else a next run would send the batch again beside
     calls still running), and checkpoints nothing past them."""
     h = _setup({"a": None})
-    start, _ = window()
-    first = utcnow()
-    keys = []
-    for k in range(2):
-        _send(h, 10, start=10 * k)
-        keys.append(flush_archive(h, first + timedelta(seconds=2 * k)))
-    drain(h, "a")
-    _, end = window()
-    put_replay(h, "r", start, end)
+    keys = _archived_in_objects(h, 2, 10)
     read = h.blobs.get
 
     def unreadable_second_object(bucket: str, key: str) -> bytes:
