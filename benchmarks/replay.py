@@ -40,7 +40,7 @@ from chalicelib.config import Settings  # noqa: E402
 from chalicelib.container import Container  # noqa: E402
 from chalicelib.core import archive, archive_reader, names  # noqa: E402
 from chalicelib.core.clock import rfc3339  # noqa: E402
-from chalicelib.core.cloudevents.sqs_message import PACK_MAX_BYTES  # noqa: E402
+from chalicelib.core.cloudevents.sqs_message import PACK_MAX_BYTES, PACK_MAX_EVENTS  # noqa: E402
 from chalicelib.services.replays import BATCH_EVENTS, SEND_CONCURRENCY  # noqa: E402
 
 EVENTS = int(os.environ.get("REPLAY_EVENTS", "5000"))
@@ -259,7 +259,7 @@ def main() -> None:
         sends_packed: list[float] = []
         colds: list[float] = []
         replays: dict[tuple[int, int, bool, int], list[float]] = {k: [] for k in CONFIGS}
-        per_pack = (PACK_MAX_BYTES - 200) // 1200  # 1 KiB events a pack holds
+        per_pack = min(PACK_MAX_EVENTS, (PACK_MAX_BYTES - 200) // 1200)  # 1 KiB events a pack holds
         packed = [k for k in CONFIGS if k != FORMER] + [COLD]
         for r in range(ROUNDS):
             reads.append(_read_floor(c, start, end))

@@ -13,6 +13,7 @@ from typing import Any
 from chalicelib import logs
 from chalicelib.adapters.aws_clients import AwsClients
 from chalicelib.config import Settings
+from chalicelib.core.cloudevents.sqs_message import SQS_MAX_BATCH_BYTES
 from chalicelib.core.resources.broker import BROKERS, Broker
 from chalicelib.core.resources.event_transform import EVENT_TRANSFORMS, EventTransform
 from chalicelib.core.resources.kafka_source import KAFKA_SOURCES, KafkaSource
@@ -284,7 +285,7 @@ class Container:
             lambda ns, name: load_broker_config(self.store, prefix, ns, name),
             # Over the queues themselves, not ingress's SharedSends (one call in flight per
             # queue): a replay batch's calls go side by side (docs/replay.md).
-            lambda queue, items: send_in_batches(self.queues, queue, items),
+            lambda queue, items: send_in_batches(self.queues, queue, items, SQS_MAX_BATCH_BYTES),
             self.claims,
             self.blobs,
             self.blob_listing,
@@ -314,7 +315,7 @@ class Container:
                     pool.stop()
                 pool = self._send_pool = SqsSendPool(self.settings, processes)
                 atexit.register(pool.stop)
-        return lambda queue, items: send_in_batches(pool, queue, items)
+        return lambda queue, items: send_in_batches(pool, queue, items, SQS_MAX_BATCH_BYTES)
 
     def stop_replay_sends(self) -> None:
         """Stop the replay runner's sender processes, if it made any (the local runtime's stop;

@@ -5,7 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from chalicelib.core.errors import ConflictError, NotFoundError, UnavailableError
+from chalicelib.core.errors import (
+    ConflictError,
+    NotFoundError,
+    PayloadTooLargeError,
+    UnavailableError,
+)
 
 _NOT_FOUND = {
     "ResourceNotFoundException",
@@ -16,6 +21,9 @@ _NOT_FOUND = {
     "404",
 }
 _CONFLICT = {"ConditionalCheckFailedException", "ResourceConflictException", "QueueAlreadyExists"}
+# A SendMessageBatch call over the queue's payload limit (1 MiB; 256 KiB on queues made before
+# August 2025): ``ingress.send_in_batches`` splits the call.
+_TOO_LARGE = {"BatchRequestTooLong", "AWS.SimpleQueueService.BatchRequestTooLong"}
 
 
 def error_code(exc: Exception) -> str:
@@ -35,6 +43,8 @@ def translated(what: str) -> Iterator[None]:
             raise NotFoundError(f"{what}: not found") from exc
         if code in _CONFLICT:
             raise ConflictError(f"{what}: conflict ({code})") from exc
+        if code in _TOO_LARGE:
+            raise PayloadTooLargeError(f"{what}: {code}") from exc
         raise UnavailableError(f"{what}: {code or 'AWS error'}") from exc
     except BotoCoreError as exc:
         raise UnavailableError(f"{what}: {exc}") from exc

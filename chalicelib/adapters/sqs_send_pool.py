@@ -36,7 +36,13 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from chalicelib.config import Settings
-from chalicelib.core.errors import BrokerError, ConflictError, NotFoundError, UnavailableError
+from chalicelib.core.errors import (
+    BrokerError,
+    ConflictError,
+    NotFoundError,
+    PayloadTooLargeError,
+    UnavailableError,
+)
 from chalicelib.ports import OutgoingMessage
 
 log = logging.getLogger("broker.sqs_send_pool")
@@ -48,6 +54,7 @@ _ERRORS: dict[str, type[BrokerError]] = {
     "NotFoundError": NotFoundError,
     "ConflictError": ConflictError,
     "UnavailableError": UnavailableError,
+    "PayloadTooLargeError": PayloadTooLargeError,  # a call the queue refused as too long
 }
 _Entry = tuple[str, str, int, str | None, str | None, dict[str, str] | None]
 

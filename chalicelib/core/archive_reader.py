@@ -122,6 +122,7 @@ def selected(record: Mapping[str, Any], namespace: str, broker: str, start: str,
     the archive's own format, so text order is time order). Only ``accepted`` records of schema
     v1 are replayed; other kinds (``rejected``, ``delivery``, ``duplicate``...) are skipped."""
     at = record.get("at")
+    event = record.get("event")
     return (
         record.get("kind") == "accepted"
         and record.get("v") == SCHEMA_VERSION
@@ -129,7 +130,7 @@ def selected(record: Mapping[str, Any], namespace: str, broker: str, start: str,
         and record.get("broker") == broker
         and isinstance(at, str)
         and start <= at < end
-        and isinstance(record.get("event"), Mapping)
+        and (type(event) is dict or isinstance(event, Mapping))  # dict: without ABC's lookup
     )
 
 

@@ -4,6 +4,7 @@ trigger (DESIGN.md §2.1). Nothing is accepted before it is stored; the producer
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,8 @@ from chalicelib.services.archiver import Archiver
 from chalicelib.services.claims import INLINE_LIMIT, SQS_MAX_BYTES, Claims, address
 from chalicelib.services.metrics import Metrics, status_class
 from chalicelib.services.routing import BrokerConfig, ConfigCache, Route
+
+log = logging.getLogger(__name__)
 
 TTL_ATTRIBUTE = "knativebrokerttl"
 ARRIVAL_ATTRIBUTE = "knativearrivaltime"
@@ -352,12 +355,22 @@ def _scope(config: BrokerConfig) -> str:
     return f"{config.namespace}/{config.name}"
 
 
-def send_in_batches(queues: QueueSender, queue: str, items: list[tuple[str, str | None]]) -> None:
-    """Send in order, batch after batch (on a FIFO queue, the order of a group). A retried
-    entry keeps its deduplication id, so SQS FIFO keeps one copy if the first try landed.
-    UnavailableError when some could not be stored. Ingress sends through SharedSends; the
-    replay runner calls this over the queues themselves, its own calls in flight side by side."""
-    for batch in _batches(items):
+def send_in_batches(
+    queues: QueueSender,
+    queue: str,
+    items: list[tuple[str, str | None]],
+    max_bytes: int = SQS_MAX_BYTES,
+) -> None:
+    """Send in order, batch after batch (on a FIFO queue, the order of a group), each call of at
+    most 10 entries and ``max_bytes``. A retried entry keeps its deduplication id, so SQS FIFO
+    keeps one copy if the first try landed. A call over ``SQS_MAX_BYTES`` that the queue refuses
+    as too long (a queue made before SQS took 1 MiB calls) is split into calls of at most that.
+    UnavailableError when some could not be stored. Ingress sends through SharedSends (256 KiB
+    calls); the replay runner calls this over the queues themselves (1 MiB calls of packs), its
+    own calls in flight side by side."""
+    batches = _batches(items, max_bytes)
+    while batches:
+        batch = batches.pop(0)
         pending = {
             str(i): OutgoingMessage(
                 str(i),
@@ -370,25 +383,38 @@ def send_in_batches(queues: QueueSender, queue: str, items: list[tuple[str, str 
         for _ in range(SEND_ATTEMPTS):
             try:
                 failed = queues.send_batch(queue, list(pending.values()))
+            except PayloadTooLargeError:
+                if len(pending) == len(batch) and _size(batch) > SQS_MAX_BYTES:
+                    log.info("queue %s refused a call of %d bytes: split", queue, _size(batch))
+                    batches[:0] = _batches(batch, SQS_MAX_BYTES)
+                    break
+                failed = list(pending)
             except UnavailableError:
                 failed = list(pending)
             pending = {i: pending[i] for i in failed}
             if not pending:
                 break
-        if pending:
+        else:
             raise UnavailableError(
                 f"could not store {len(pending)} event(s) in queue {queue}; retry the request"
             )
 
 
-def _batches(items: list[tuple[str, str | None]]) -> list[list[tuple[str, str | None]]]:
-    """≤ 10 entries and ≤ 256 KiB per SendMessageBatch call."""
+def _size(batch: list[tuple[str, str | None]]) -> int:
+    return sum(len(body.encode()) for body, _ in batch)
+
+
+def _batches(
+    items: list[tuple[str, str | None]], max_bytes: int = SQS_MAX_BYTES
+) -> list[list[tuple[str, str | None]]]:
+    """≤ 10 entries and ≤ ``max_bytes`` per SendMessageBatch call."""
     batches: list[list[tuple[str, str | None]]] = []
     current: list[tuple[str, str | None]] = []
     size = 0
     for item in items:
-        n = len(item[0].encode())
-        if current and (len(current) == 10 or size + n > SQS_MAX_BYTES):
+        body = item[0]
+        n = len(body) if body.isascii() else len(body.encode())
+        if current and (len(current) == 10 or size + n > max_bytes):
             batches.append(current)
             current, size = [], 0
         current.append(item)

@@ -34,7 +34,7 @@ from chalicelib.core.archive import rfc3339
 from chalicelib.core.clock import utcnow
 from chalicelib.core.cloudevents import codec
 from chalicelib.core.cloudevents.event import CloudEvent
-from chalicelib.core.cloudevents.json_format import dumps_compact
+from chalicelib.core.cloudevents.json_format import dumps_ascii, dumps_compact
 from chalicelib.core.cloudevents.sqs_message import (
     PACK_MAX_BYTES,
     PACK_MAX_EVENTS,
@@ -202,8 +202,19 @@ class _Batch:
     end: bool  # the range is exhausted
 
 
-_END = object()  # the end of an archive object, after its last record
-_Item = Mapping[str, Any] | None | object
+class _Cursor:
+    """Where the reading stands between batches: the archive objects still to read, and the
+    records of the current one from ``offset`` on."""
+
+    __slots__ = ("key", "objects", "offset", "records")
+
+    def __init__(
+        self, objects: Iterator[tuple[str, int, tuple[Mapping[str, Any] | None, ...]]]
+    ) -> None:
+        self.objects = objects
+        self.key = ""
+        self.records: tuple[Mapping[str, Any] | None, ...] = ()
+        self.offset = 0
 
 
 class _LostLeaseError(Exception):
@@ -365,8 +376,8 @@ class ReplayRunner:
         extra: Filter | None = build_filter(None, replay.filters) if replay.filters else None
         state = dict(stored.state)
         position = reader.Position(str(state.get("key", "")), int(state.get("offset", 0)))
-        records = self._records(replay, position)
-        batch = self._next_batch(replay, records, position)
+        cursor = _Cursor(self._objects(replay, position))
+        batch = self._next_batch(replay, cursor, position)
         messages = self._messages(replay, routes, extra, batch)
         while True:
             # The next batch is read and made into messages while this one's calls are in
@@ -376,7 +387,7 @@ class ReplayRunner:
             following: tuple[_Batch, _Messages] | None = None
             try:
                 if not batch.end and self._monotonic() < deadline:
-                    more = self._next_batch(replay, records, batch.position)
+                    more = self._next_batch(replay, cursor, batch.position)
                     following = more, self._messages(replay, routes, extra, more)
             finally:
                 # Every call of this batch ends before the run does, even when reading the next
@@ -422,15 +433,18 @@ class ReplayRunner:
         }
         self._checkpoint(stored, state)
 
-    def _records(
+    def _objects(
         self, replay: rp.Replay, position: reader.Position
-    ) -> Iterator[tuple[str, int, _Item]]:
-        """``(key, offset, record)`` from ``position`` to the end of the range."""
+    ) -> Iterator[tuple[str, int, tuple[Mapping[str, Any] | None, ...]]]:
+        """``(key, first offset, records)`` of each archive object from ``position`` to the end
+        of the range that has records from that offset on."""
         bucket, prefix = self._options.archive_bucket, self._options.archive_prefix
         last = reader.last_hour(replay.end_time)
         after = position.key or reader.first_key_bound(prefix, replay.start_time)
         if position.key:
-            yield from self._object(position.key, position.offset)
+            records = self._object(position.key)
+            if position.offset < len(records):
+                yield position.key, position.offset, records
         while True:
             keys = self._listing.list_keys(bucket, prefix, after, LIST_PAGE)
             for key in keys:
@@ -440,56 +454,59 @@ class ReplayRunner:
                     continue
                 if hour > last:
                     return
-                yield from self._object(key, 0)
+                records = self._object(key)
+                if records:
+                    yield key, 0, records
             if len(keys) < LIST_PAGE:
                 return
             after = keys[-1]
 
-    def _object(self, key: str, offset: int) -> Iterator[tuple[str, int, _Item]]:
+    def _object(self, key: str) -> tuple[Mapping[str, Any] | None, ...]:
         blob = self._blobs.get(self._options.archive_bucket, key)
         try:
-            records = reader.object_records(key, blob).records
+            return reader.object_records(key, blob).records
         except ValueError as exc:
             log.warning("replay: unreadable archive object %s: %s", key, exc)
             self._metrics.count("replay_unreadable_object_count", {})
-            records = ()
-        for i in range(offset, len(records)):
-            yield key, i, records[i]
-        if offset < len(records):
-            # The end of an object may be a checkpoint even when nothing in it was selected.
-            yield key, len(records), _END
+            return ()
 
-    def _next_batch(
-        self,
-        replay: rp.Replay,
-        records: Iterator[tuple[str, int, _Item]],
-        position: reader.Position,
-    ) -> _Batch:
+    def _next_batch(self, replay: rp.Replay, cursor: _Cursor, position: reader.Position) -> _Batch:
+        """The next batch from ``cursor`` (which stands at ``position``): ``batch_events``
+        selected records, or fewer at the range's end. A batch spans archive objects (fewer
+        checkpoints), but a long stretch of other brokers' records still ends one at an
+        object's end: it is not read twice."""
         events: list[Mapping[str, Any]] = []
         read = 0
         scanned = 0  # records of the batch, selected or not
-        for key, offset, record in records:
-            if record is _END:
-                # A batch spans archive objects (fewer checkpoints), but a long stretch of other
-                # brokers' records still ends one at an object's end: it is not read twice.
-                if scanned >= self._options.batch_events:
-                    return _Batch(events, read, reader.Position(key, offset), end=False)
-                continue
-            scanned += 1
-            position = reader.Position(key, offset + 1)
-            if not isinstance(record, Mapping):
-                log.warning("replay: a line of %s is not a JSON record; skipped", key)
-                self._metrics.count("replay_unreadable_record_count", {})
-                continue
-            if not reader.selected(
-                record, replay.namespace, replay.broker, replay.start, replay.end
-            ):
-                continue
-            read += 1
-            events.append(record)
-            if len(events) >= self._options.batch_events:
-                return _Batch(events, read, position, end=False)
-        return _Batch(events, read, position, end=True)
+        limit = self._options.batch_events
+        namespace, broker, start, end = replay.namespace, replay.broker, replay.start, replay.end
+        selected = reader.selected
+        while True:
+            key, records, i = cursor.key, cursor.records, cursor.offset
+            n = len(records)
+            while i < n:
+                record = records[i]
+                i += 1
+                scanned += 1
+                if record is None:
+                    log.warning("replay: a line of %s is not a JSON record; skipped", key)
+                    self._metrics.count("replay_unreadable_record_count", {})
+                    continue
+                if not selected(record, namespace, broker, start, end):
+                    continue
+                read += 1
+                events.append(record)
+                if len(events) >= limit:
+                    cursor.offset = i
+                    return _Batch(events, read, reader.Position(key, i), end=False)
+            cursor.offset = n
+            if n and scanned >= limit:  # the end of an object is a checkpoint
+                return _Batch(events, read, reader.Position(key, n), end=False)
+            following = next(cursor.objects, None)
+            if following is None:
+                last = reader.Position(key, n) if scanned else position
+                return _Batch(events, read, last, end=True)
+            cursor.key, cursor.offset, cursor.records = following
 
     def _event(self, record: Mapping[str, Any]) -> CloudEvent | None:
         """The archived event, whole: from the record, or from its ``dataref`` when it was
@@ -675,7 +692,7 @@ class _Packer:
         self._size = 0
 
     def add(self, text: str) -> None:
-        n = len(text.encode("utf-8")) + 1  # and its comma
+        n = (len(text) if text.isascii() else len(text.encode("utf-8"))) + 1  # and its comma
         if self._texts and (len(self._texts) == PACK_MAX_EVENTS or self._size + n > self._room):
             self.flush()
         self._texts.append(text)
@@ -695,7 +712,11 @@ def _pack_text_undecoded(record: Mapping[str, Any], name: str) -> str:
         value = doc.get(attribute)
         if type(value) is not str or not value:
             return ""
-    text = sqs_text(dumps_compact({**doc, rp.EXTENSION: name}))  # measured as it is sent
+    replayed = {**doc, rp.EXTENSION: name}
+    text = dumps_ascii(replayed)  # most events: ASCII, their length their size
+    if text is not None:
+        return text if len(text) <= _PACKABLE_BYTES else ""
+    text = sqs_text(dumps_compact(replayed))  # measured as it is sent
     return text if len(text.encode("utf-8")) <= _PACKABLE_BYTES else ""
 
 

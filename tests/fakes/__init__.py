@@ -12,7 +12,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from chalicelib.core.delivery.rate import Bucket, Grant, take
-from chalicelib.core.errors import ConflictError, NotFoundError, UnavailableError
+from chalicelib.core.errors import (
+    ConflictError,
+    NotFoundError,
+    PayloadTooLargeError,
+    UnavailableError,
+)
 from chalicelib.ports import (
     HttpResponse,
     MappingInfo,
@@ -121,6 +126,8 @@ class MemoryQueues:
         self._lock = threading.Condition()
         self.send_calls = 0
         self.fail_next_sends: int = 0
+        # A call's whole payload (SQS: 1 MiB; 256 KiB on a queue made before August 2025).
+        self.max_batch_bytes: int = 1024 * 1024
 
     def _q(self, name: str) -> dict[str, Any]:
         q = self._queues.get(name)
@@ -170,6 +177,9 @@ class MemoryQueues:
     def send_batch(self, name: str, messages: Sequence[OutgoingMessage]) -> list[str]:
         if not 1 <= len(messages) <= 10:
             raise ValueError("a batch has 1 to 10 entries")
+        size = sum(len(m.body.encode()) for m in messages)
+        if size > self.max_batch_bytes:  # what SqsQueues raises for BatchRequestTooLong
+            raise PayloadTooLargeError(f"send to {name}: BatchRequestTooLong ({size} bytes)")
         with self._lock:
             self.send_calls += 1
             q = self._q(name)

@@ -14,7 +14,12 @@ import pytest
 
 from chalicelib.core import names
 from chalicelib.core.clock import utcnow
-from chalicelib.core.cloudevents.sqs_message import PACK_MAX_BYTES, PACK_MAX_EVENTS, decode_message
+from chalicelib.core.cloudevents.sqs_message import (
+    PACK_MAX_BYTES,
+    PACK_MAX_EVENTS,
+    SQS_MAX_BATCH_BYTES,
+    decode_message,
+)
 from chalicelib.core.delivery import ordering
 from chalicelib.core.errors import (
     ImmutableFieldError,
@@ -25,13 +30,20 @@ from chalicelib.core.errors import (
 from chalicelib.core.resources.replay import REPLAYS, store_name
 from chalicelib.core.resources.trigger import DELIVERY_ORDER_ANNOTATION
 from chalicelib.ports import HttpResponse
-from chalicelib.services.ingress import Ingress
+from chalicelib.services.ingress import Ingress, send_in_batches
 from chalicelib.services.replays import BATCH_EVENTS, ReplayRunner, RunnerOptions
 from chalicelib.services.resources import Resources
 from chalicelib.services.routing import load_broker_config
 from tests.fakes import MemoryQueues, MemoryStore
 from tests.functional.harness import Harness
-from tests.functional.replay_support import drain, flush_archive, harness, put_replay, window
+from tests.functional.replay_support import (
+    drain,
+    drain_bodies,
+    flush_archive,
+    harness,
+    put_replay,
+    window,
+)
 
 JAN_1 = {"spec": {"from": "2026-01-01T00:00:00Z", "to": "2026-01-02T00:00:00Z"}}
 
@@ -554,8 +566,8 @@ def test_a_fifo_queue_gets_its_calls_one_at_a_time_in_order_beside_a_standard_qu
         headers = {"ce-specversion": "1.0", "ce-id": f"e{i}", "ce-source": "/s", "ce-type": "t"}
         headers["ce-partitionkey"] = f"k{i % 2}"
         headers["content-type"] = "text/plain"
-        # 12 KB: one event to a pack, so that the standard queue gets several calls
-        assert h.post(headers, b"x" * 12_000).status == 202
+        # 60 KB: one event to a pack, so that the standard queue gets several calls
+        assert h.post(headers, b"x" * 60_000).status == 202
     flush_archive(h)
     fifo = names.queue_name(h.settings.queue_prefix, "ns", "default", "o", fifo=True)
     h.queues._q(fifo)["messages"].clear()
@@ -671,3 +683,37 @@ def test_packs_of_text_sqs_refuses_stay_within_their_bound() -> None:
     assert len(bodies) > 1 and all(len(b.encode()) <= PACK_MAX_BYTES for b in bodies)
     assert all("\uffff" not in b for b in bodies)
     assert sorted(_ids(drain(h, "a"))) == sorted(f"e{i}" for i in range(60))
+
+
+def test_a_queue_refusing_one_mib_calls_gets_them_split_and_every_event_once() -> None:
+    """A queue made before SQS took 1 MiB calls refuses a call of ten packs as too long: the
+    runner's send splits it into calls of at most 256 KiB; nothing is lost or sent twice."""
+    h = _setup({"a": None})
+    start, _ = window()
+    for i in range(300):
+        assert h.send(id_=f"e{i}", data=b"x" * 2000).status == 202
+    flush_archive(h)
+    drain(h, "a")
+    _, end = window()
+    put_replay(h, "r", start, end)
+    h.queues.max_batch_bytes = 256 * 1024
+    calls = h.queues.send_calls
+    assert h.container.replay_runner.run("ns", "default", "r", 10.0)
+    bodies = drain_bodies(h, "a")
+    assert len(bodies) > 4 and all(len(json.dumps(b)) > 64 * 1024 for b in bodies[:-1])
+    assert h.queues.send_calls - calls >= 3  # ~96 KiB packs, two to a 256 KiB call
+    ids = [e["id"] for b in bodies for e in b["pack"]]
+    assert sorted(ids) == sorted(f"e{i}" for i in range(300))
+
+
+def test_a_call_refused_as_too_long_within_256_kib_fails_after_its_attempts() -> None:
+    """Splitting stops at SQS's 256 KiB: a queue refusing even that fails the send (the replay
+    batch is not checkpointed and is sent again), after the usual attempts, not in a loop."""
+    queues = MemoryQueues()
+    queues.create("q", {})
+    queues.max_batch_bytes = 1000
+    items: list[tuple[str, str | None]] = [("x" * 90_000, None) for _ in range(10)]
+    with pytest.raises(UnavailableError):
+        send_in_batches(queues, "q", items, SQS_MAX_BATCH_BYTES)
+    assert queues.depth("q") == 0
+    assert queues.send_calls == 0  # every call was refused before it stored anything

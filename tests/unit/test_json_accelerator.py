@@ -19,6 +19,7 @@ from chalicelib.core.cloudevents import json_format
 from chalicelib.core.cloudevents.codec import decode_http, encode_structured
 from chalicelib.core.cloudevents.json_format import (
     JSON_ACCELERATOR,
+    dumps_ascii,
     dumps_utf8,
     parse_json,
     parse_json_stdlib,
@@ -145,3 +146,22 @@ def test_without_the_accelerator_the_stdlib_reads_the_same(monkeypatch: pytest.M
     monkeypatch.setattr(json_format, "_fast_loads", None)
     assert outcome(parse_json, body) == fast
     assert dumps_utf8(parse_json(body)) == b'{"a":[18446744073709551616,1.5,"\xc3\xa9"]}'
+
+
+@SETTINGS
+@given(json_values)
+def test_dumps_ascii_writes_what_dumps_compact_reads_back_or_declines(value: Any) -> None:
+    """The replay's fast writer: an ASCII text that reads back to the same typed value, or None
+    (then the caller takes ``dumps_compact``)."""
+    text = dumps_ascii(value)
+    if text is not None:
+        assert text.isascii() and typed(parse_json(text.encode())) == typed(value)
+
+
+def test_dumps_ascii_declines_what_it_must_not_write() -> None:
+    assert dumps_ascii({"a": "é"}) is None  # not ASCII: its length is not its size
+    assert dumps_ascii({"a": math.inf}) is None  # msgspec writes null: dumps_compact refuses
+    assert dumps_ascii({"a": None}) is None  # null at all: declined (cannot tell it from inf)
+    assert dumps_ascii({"a": "\ud800"}) is None  # a lone surrogate
+    big = {"a": 2**70, "b": [1.5e-300, "x"]}
+    assert dumps_ascii(big) == '{"a":1180591620717411303424,"b":[1.5e-300,"x"]}'

@@ -49,6 +49,7 @@ try:
     import msgspec
 
     _msgspec_decode: Callable[[bytes], Any] | None = msgspec.json.Decoder().decode
+    _msgspec_encode: Callable[[Any], bytes] | None = msgspec.json.Encoder().encode
     _MSGSPEC_REFUSALS: tuple[type[BaseException], ...] = (
         msgspec.DecodeError,
         ValueError,
@@ -56,6 +57,7 @@ try:
     )
 except ImportError:  # pragma: no cover - where msgspec is not installed
     _msgspec_decode = None
+    _msgspec_encode = None
     _MSGSPEC_REFUSALS = (ValueError,)
 
 
@@ -117,6 +119,23 @@ def parse_json_stdlib(body: bytes) -> Any:
 
 def dumps_compact(value: Any) -> str:
     return dumps_utf8(value).decode("utf-8", "surrogatepass")
+
+
+def dumps_ascii(value: Any) -> str | None:
+    """Compact JSON of ``value`` when that text is all ASCII (so its ``len`` is its UTF-8 size),
+    written by msgspec (about twice as fast as ``dumps_compact``: a replay writes every event it
+    packs); None when it is not ASCII, or holds ``null`` (msgspec writes an infinite float as
+    null: the caller takes ``dumps_compact``, which refuses it), or msgspec refuses the value
+    (a lone surrogate) or is not installed."""
+    if _msgspec_encode is None:
+        return None
+    try:
+        out = _msgspec_encode(value)
+    except (TypeError, ValueError, OverflowError):  # UnicodeEncodeError is a ValueError
+        return None
+    if not out.isascii() or b"null" in out:
+        return None
+    return out.decode("ascii")
 
 
 def dumps_utf8(value: Any) -> bytes:

@@ -37,9 +37,14 @@ from chalicelib.core.errors import Problem, ValidationError
 
 MESSAGE_VERSION = 1
 SQS_MAX_MESSAGE_BYTES = 256 * 1024
-# A pack's bounds: ten of them fit one SendMessageBatch call (256 KiB in all, with room for the
-# entries' own overhead); a Lambda batch of ten packs is at most 500 deliveries.
-PACK_MAX_BYTES = 24 * 1024
+# A SendMessageBatch call's whole payload: 1 MiB on SQS since August 2025 (and on moto and
+# LocalStack); queues made before then may still refuse more than 256 KiB per call, and the
+# replay runner's sends then split a refused call (``ingress.send_in_batches``).
+SQS_MAX_BATCH_BYTES = 1024 * 1024
+# A pack's bounds: ten of them fit one SendMessageBatch call (1 MiB in all, with room for the
+# entries' own overhead), each alone fits any queue's 256 KiB; a Lambda batch of ten packs is
+# at most 500 deliveries, whatever their size.
+PACK_MAX_BYTES = 96 * 1024
 PACK_MAX_EVENTS = 50
 ATTEMPTS_ATTRIBUTE = "sb-attempts"
 NOT_BEFORE_ATTRIBUTE = "sb-not-before"
