@@ -8,7 +8,7 @@ runs in one bounded run, reading the objects, sending SendMessageBatch calls of 
 the trigger's queue and checkpointing in DynamoDB after each replay batch
 (``RunnerOptions.batch_events``, 1,000 events, across archive objects: what the docs promise, a
 crash re-sends at most 1,000 events), ``RunnerOptions.send_concurrency`` (4) calls in flight, the
-next batch read while they are; a standard queue's events travel in packs (about twenty 1 KiB
+next batch read while they are; a standard queue's events travel in packs (fifty 1 KiB
 events a message). The calls are made by threads of the replaying process (the default) or by
 ``RunnerOptions.send_processes`` sender processes (adapters/sqs_send_pool.py), timed WARM (the
 process started before the clock starts, as in a running local runtime or a warm Lambda

@@ -544,8 +544,8 @@ class ReplayRunner:
                 found = packers[route.queue] = _Packer(head, per_queue.setdefault(route.queue, []))
             return found
 
-        # Every event to every route, in packs: the archived JSON goes on without being decoded
-        # (it is what ingress accepted; its required attributes are checked).
+        # Every event to every route, in packs: the archived JSON object goes on without being
+        # made a CloudEvent (it is what ingress accepted; its required attributes are checked).
         every = (
             self._options.packs
             and extra is None
