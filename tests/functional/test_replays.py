@@ -717,3 +717,30 @@ def test_a_call_refused_as_too_long_within_256_kib_fails_after_its_attempts() ->
         send_in_batches(queues, "q", items, SQS_MAX_BATCH_BYTES)
     assert queues.depth("q") == 0
     assert queues.send_calls == 0  # every call was refused before it stored anything
+
+
+def test_unreadable_lines_and_objects_are_counted_skipped_and_never_stop_the_replay() -> None:
+    """A line that is not JSON, a corrupt GZIP object and an empty object among the archive's
+    objects: each is skipped and counted; every readable event is replayed once, and the replay
+    ends at the last object's end."""
+    h = _setup({"a": None})
+    start, _ = window()
+    first = utcnow()
+    _send(h, 3)
+    h.archive.records.insert(1, b"not json at all\n")
+    good = flush_archive(h, first)
+    bucket = h.settings.archive_bucket
+    h.blobs.put(bucket, good.replace("-archive-1-", "-archive-2-"), b"\x1f\x8bnot gzip")
+    h.blobs.put(bucket, good.replace("-archive-1-", "-archive-3-"), b"")
+    _send(h, 2, start=3)
+    last = flush_archive(h, first + timedelta(seconds=2))
+    drain(h, "a")
+    _, end = window()
+    put_replay(h, "r", start, end)
+    assert _runner(h, h.store).run("ns", "default", "r", 10.0)
+    assert sorted(_ids(drain(h, "a"))) == [f"e{i}" for i in range(5)]
+    assert _position(h, "r") == (last, 2, 5)
+    metrics = h.container.metrics
+    metrics.flush()
+    assert metrics._counters["replay_unreadable_record_count", ()] == 1
+    assert metrics._counters["replay_unreadable_object_count", ()] == 1
