@@ -14,7 +14,8 @@ caller's wall clock over the ROUNDS calls, divided by ROUNDS, are the figures (m
 
 The messages received were sent to a queue of their own beforehand, outside the clock (received
 messages stay in flight: each receive looks past the ones before it, as moto does).
-Run: .venv/bin/python benchmarks/moto_requests.py  (MOTO_ROUNDS, MOTO_RESULT to name the result)
+Run: .venv/bin/python benchmarks/moto_requests.py  (MOTO_ROUNDS; MOTO_OPS=sqs_send_batch,... for
+some operations only; MOTO_RESULT names the result file)
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from brokerctl.embedded_aws import EmbeddedAws, free_port  # noqa: E402
 ROUNDS = int(os.environ.get("MOTO_ROUNDS", "200"))
 WARMUP = 20
 RESULT = os.environ.get("MOTO_RESULT", "moto_requests")
+ONLY = {name for name in os.environ.get("MOTO_OPS", "").split(",") if name}
 MESSAGE_BYTES = 50 * 1024
 OBJECT_BYTES = 500_000
 
@@ -84,7 +86,8 @@ def _clients(url: str) -> dict[str, Any]:
     session = boto3.session.Session(
         aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
     )
-    return {s: session.client(s, endpoint_url=url, config=config) for s in ("sqs", "s3", "dynamodb")}
+    services = ("sqs", "s3", "dynamodb")
+    return {s: session.client(s, endpoint_url=url, config=config) for s in services}
 
 
 def _operations(c: dict[str, Any]) -> list[tuple[str, Callable[[int], object], Callable[[], None]]]:
@@ -178,6 +181,8 @@ def main() -> None:
         figures: dict[str, float] = {}
         rows: list[tuple[str, ...]] = []
         for name, call, prepare in ops:
+            if ONLY and name not in ONLY:
+                continue
             prepare()
             for i in range(WARMUP):
                 call(i)
