@@ -344,7 +344,7 @@ def _decode_json_bodies_with_msgspec() -> None:
     from moto.core import parse
 
     decode = msgspec.json.decode
-    read = parse.BaseJSONParser._parse_body_as_json
+    read: Any = parse.BaseJSONParser._parse_body_as_json
 
     def _parse_body_as_json(self: Any, body_contents: Any) -> Any:
         if body_contents and isinstance(body_contents, bytes | str):
@@ -399,7 +399,7 @@ def _look_for_request_ids_only_where_there_is_one() -> None:
             return headers, body
         return enrich(headers, body)
 
-    responses.BaseResponse._enrich_response = staticmethod(_enrich_response)  # type: ignore[method-assign,assignment]
+    responses.BaseResponse._enrich_response = staticmethod(_enrich_response)  # type: ignore[method-assign]
 
 
 def _remember_message_digests() -> None:
