@@ -225,3 +225,291 @@ def test_a_cancelled_transaction_writes_nothing_and_keeps_the_table(ddb: Any) ->
     assert sorted(i.attrs["pk"].value for i in table.all_items()) == ["a"]
     ddb.transact_write_items([_put("b"), _put("c")])
     assert sorted(i.attrs["pk"].value for i in table.all_items()) == ["a", "b", "c"]
+
+
+# ---- Less CPU per request, the same answers ------------------------------------------------------
+
+
+@pytest.fixture()
+def undo() -> Iterator[list[tuple[Any, str]]]:
+    """Names of (owner, attribute) a test's patches replace: put back as they were after it."""
+    names: list[tuple[Any, str]] = []
+    yield names
+    for owner, name in reversed(names):
+        setattr(owner, name, vars(owner)[f"_saved_{name}"])
+        delattr(owner, f"_saved_{name}")
+
+
+def _save(undo: list[tuple[Any, str]], owner: Any, name: str) -> None:
+    setattr(owner, f"_saved_{name}", vars(owner)[name])
+    undo.append((owner, name))
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal values of equal types all the way down (``repr`` tells 1 from 1.0 and True, keeps
+    key order, and a NaN equals itself)."""
+    return type(a) is type(b) and repr(a) == repr(b)
+
+
+def _json_parser() -> Any:
+    from moto.core.parse import JSONParser
+
+    return JSONParser.__new__(JSONParser)  # reading a body needs no operation model
+
+
+def _read_json(read: Any, body: Any) -> tuple[str, Any]:
+    try:
+        return ("value", read(_json_parser(), body))
+    except Exception as e:  # the kind of failure is part of the answer
+        return ("error", type(e).__name__)
+
+
+TRICKY_JSON = [
+    "", "{}", "[]", " 1 ", "-0", "-0.0", "0.1", "1E5", "1.5e-400", "5e-324", "1e400", "-1e400",
+    "1.7976931348623159e308", "1" * 30, "-" + "9" * 25, "9" * 4300, "9" * 4301, "NaN",
+    "Infinity", "-Infinity", '"\\ud800"', '"\\udc00\\ud800"', '"\\ud834\\udd1e"', '"a\nb"',
+    '"\\u0000"', '"\x00"', '"\u2028"', '{"a":1,"a":2,"b":3}', '{"b":1,"a":2,"b":3}', "1 2",
+    "\ufeff{}", "01", "1.", ".5", "+1", '"\\x"', "[1,]", '{"a":}', "\x0c1", "[" * 1400 + "]" * 1400,
+    "[" * 2000 + "]" * 2000, "Action=SendMessage&QueueUrl=q", '{"k": "\\"quoted\\" \\\\ \\/"}',
+]  # fmt: skip
+
+
+def test_json_bodies_read_by_msgspec_give_the_values_and_errors_moto_gives(
+    undo: list[tuple[Any, str]],
+) -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    from moto.core import parse
+
+    original = parse.BaseJSONParser._parse_body_as_json
+    _save(undo, parse.BaseJSONParser, "_parse_body_as_json")
+    embedded_aws._decode_json_bodies_with_msgspec()
+    patched = parse.BaseJSONParser._parse_body_as_json
+    assert patched is not original
+    kinds = []
+    for text in TRICKY_JSON:
+        for body in (text, text.encode("utf-8", "surrogatepass"), text.encode("utf-16")):
+            want, got = _read_json(original, body), _read_json(patched, body)
+            assert want[0] == got[0] and _same(want[1], got[1]), (text[:40], want, got)
+            kinds.append(want if want[0] == "error" else type(want[1]).__name__)
+    assert {"dict", "list", "int", "float", "str"} <= set(kinds)  # values, not only errors
+    assert ("error", "RecursionError") in kinds
+
+    values = st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+        max_leaves=20,
+    )
+
+    @settings(max_examples=300)
+    @given(values, st.booleans())
+    def documents(value: Any, ascii_only: bool) -> None:
+        body = json.dumps(value, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
+        want, got = _read_json(original, body), _read_json(patched, body)
+        assert want[0] == got[0] and _same(want[1], got[1])
+
+    @settings(max_examples=300)
+    @given(st.text(alphabet='{}[]",:0123456789.eE+-\\u tnrfalsNIy\x00\ud800é'))
+    def fragments(text: str) -> None:
+        body = text.encode("utf-8", "surrogatepass")
+        want, got = _read_json(original, body), _read_json(patched, body)
+        assert want[0] == got[0] and _same(want[1], got[1])
+
+    documents()
+    fragments()
+
+
+def test_json_bodies_are_not_read_by_the_standard_library(
+    undo: list[tuple[Any, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from moto.core import parse
+
+    reads: list[str] = []
+
+    class CountingJson:
+        @staticmethod
+        def loads(s: Any, **kw: Any) -> Any:
+            reads.append(s)
+            return json.loads(s, **kw)
+
+    monkeypatch.setattr(parse, "json", CountingJson)
+    _save(undo, parse.BaseJSONParser, "_parse_body_as_json")
+    embedded_aws._decode_json_bodies_with_msgspec()
+    body = json.dumps({"QueueUrl": "q", "Entries": [{"Id": "1", "MessageBody": '{"a": 1}'}]})
+    assert _json_parser()._parse_body_as_json(body.encode()) == json.loads(body)
+    assert reads == []
+    nan = _json_parser()._parse_body_as_json(b"NaN")
+    assert isinstance(nan, float) and nan != nan  # moto's own reading decided: json.loads
+    assert reads == ["NaN"]
+
+
+def _outcome(call: Any, *args: Any) -> tuple[str, Any]:
+    try:
+        return ("value", call(*args))
+    except Exception as e:  # the kind of failure is part of the answer
+        return ("error", type(e).__name__)
+
+
+def test_plain_bodies_skip_query_string_splitting_with_parse_qsl_answers(
+    undo: list[tuple[Any, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import urllib.parse
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    from moto.core import responses
+
+    original = urllib.parse.parse_qsl
+    calls: list[Any] = []
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        return original(*args, **kwargs)
+
+    _save(undo, responses, "parse_qsl")
+    for module in (urllib.parse, responses):  # moto's calls and the patch's are counted
+        monkeypatch.setattr(module, "parse_qsl", counting)
+    embedded_aws._skip_query_string_parsing_of_plain_bodies()
+    patched = responses.parse_qsl  # type: ignore[attr-defined]
+
+    body = json.dumps({"QueueUrl": "q", "Entries": [{"Id": str(i)} for i in range(100)]})
+    assert patched(body, keep_blank_values=True) == original(body, keep_blank_values=True)
+    assert calls == []
+
+    @settings(max_examples=500)
+    @given(st.text(alphabet='ab{}":é &=+%;2F\x00'), st.booleans())
+    def same(text: str, keep_blank: bool) -> None:
+        assert patched(text, keep_blank_values=keep_blank) == original(
+            text, keep_blank_values=keep_blank
+        )
+        assert _outcome(patched, text.encode(), keep_blank) == _outcome(
+            original, text.encode(), keep_blank
+        )
+
+    same()
+    with pytest.raises(ValueError):
+        patched("a&b", True, True)  # strict_parsing: parse_qsl's own refusal
+
+
+def test_request_ids_are_written_into_xml_answers_only_and_not_searched_for_elsewhere(
+    undo: list[tuple[Any, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import re
+
+    from moto.core import responses
+
+    original = responses.BaseResponse._enrich_response
+    searched: list[Any] = []
+
+    class CountingRe:
+        @staticmethod
+        def sub(pattern: str, repl: str, string: Any) -> Any:
+            searched.append(string)
+            return re.sub(pattern, repl, string)
+
+    monkeypatch.setattr(responses, "re", CountingRe)
+    _save(undo, responses.BaseResponse, "_enrich_response")
+    embedded_aws._look_for_request_ids_only_where_there_is_one()
+    patched = responses.BaseResponse._enrich_response
+    bodies: list[Any] = [
+        json.dumps({"Messages": [{"Body": "x" * 50_000}] * 10}), "", b"<RequestId>b</RequestId>",
+        "<R><RequestId>old</RequestId></R>", "<a/>\n<RequestId>\n</RequestId>", None, {"k": 1},
+    ]  # fmt: skip
+    for body in bodies:
+        want_headers: dict[str, Any] = {"status": 200, "a": "b"}
+        got_headers: dict[str, Any] = {"status": 200, "a": "b"}
+        want = original(want_headers, body)
+        searched.clear()
+        got = patched(got_headers, body)
+        if isinstance(body, str) and body and "<RequestId>" not in body:
+            assert all(string is not body for string in searched)  # not even looked at
+        assert want[0] is want_headers and got[0] is got_headers
+        want_id, got_id = want_headers.pop("x-amzn-requestid"), got_headers.pop("x-amzn-requestid")
+        assert want_headers == got_headers == {"status": "200", "a": "b"}
+        assert len(want_id) == len(got_id) == 52
+        if isinstance(body, str) and "<RequestId>" in body:
+            assert got[1] == body.replace(">old<", f">{got_id}<") or got[1] == re.sub(
+                r"(?<=<RequestId>).*(?=<\/RequestId>)", got_id, body
+            )
+        else:
+            assert _same(got[1], want[1]) and _same(got[1], body)
+
+
+def test_message_digests_are_computed_once_per_body(
+    undo: list[tuple[Any, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import copy
+    import hashlib
+
+    from moto.sqs import models
+
+    hashes: list[int] = []
+
+    def md5_hash(data: Any = None) -> Any:
+        hashes.append(1)
+        return hashlib.md5(usedforsecurity=False)
+
+    monkeypatch.setattr(models, "md5_hash", md5_hash)
+    _save(undo, models.Message, "body_md5")
+    embedded_aws._remember_message_digests()
+    message = models.Message("id", '{"pack": ["é"]}')
+    want = hashlib.md5('{"pack": ["é"]}'.encode()).hexdigest()
+    assert message.body_md5 == want and message.body_md5 == want
+    assert copy.deepcopy(message).body_md5 == want  # a receive hands out a deep copy
+    assert len(hashes) == 1
+    message.body = "other"
+    assert message.body_md5 == hashlib.md5(b"other").hexdigest() and len(hashes) == 2
+
+
+def test_a_queue_scan_reads_the_clock_once_and_lists_what_moto_lists(
+    undo: list[tuple[Any, str]], backend: models.SQSBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from moto.core import utils
+
+    original = vars(models.Queue)["messages"]
+    queue = backend.create_queue("scan")
+    for i in range(30):
+        backend.send_message("scan", f"m{i}", delay_seconds=60 if i % 3 == 0 else None)
+    backend.receive_message("scan", 5, 0, 600)  # five in flight, ten delayed, fifteen ready
+    reads: list[int] = []
+    utcnow = utils.utcnow
+
+    def counting() -> Any:
+        reads.append(1)
+        return utcnow()
+
+    monkeypatch.setattr(utils, "utcnow", counting)
+    want = original.fget(queue)
+    moto_reads, reads[:] = len(reads), []
+    _save(undo, models.Queue, "messages")
+    embedded_aws._read_the_clock_once_per_queue_scan()
+    got = queue.messages
+    assert got == want and len(got) == 15
+    assert len(reads) == 1 and moto_reads == 30 + 25  # visible? then delayed?
+
+
+def test_requests_read_their_form_without_flask_debug_helpers(
+    undo: list[tuple[Any, str]],
+) -> None:
+    from flask import request
+    from moto.moto_server.werkzeug_app import BackendRequest, create_backend_app
+    from werkzeug.datastructures import ImmutableMultiDict
+
+    app = create_backend_app("sqs")
+    assert app.debug and app.request_class is BackendRequest
+    body = b'{"QueueUrl": "q"}'
+    headers = {"Content-Type": "application/x-amz-json-1.0"}
+
+    def read() -> tuple[Any, ...]:
+        with app.test_request_context("/", method="POST", data=body, headers=headers):
+            return type(request.files), dict(request.form), dict(request.files), request.data
+
+    debug_files, *answers = read()
+    assert debug_files is not ImmutableMultiDict  # Flask's debug helper: a class per request
+    BackendRequest._saved__load_form_data = BackendRequest.__dict__.get(  # type: ignore[attr-defined]
+        "_load_form_data", BackendRequest._load_form_data
+    )
+    undo.append((BackendRequest, "_load_form_data"))
+    embedded_aws._skip_flask_debug_form_helper()
+    files, *same = read()
+    assert files is ImmutableMultiDict and same == answers == [{}, {}, body]
