@@ -3,7 +3,9 @@ on demand against the dict moto builds, for every kind of queue and message stat
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -513,3 +515,140 @@ def test_requests_read_their_form_without_flask_debug_helpers(
     embedded_aws._skip_flask_debug_form_helper()
     files, *same = read()
     assert files is ImmutableMultiDict and same == answers == [{}, {}, body]
+
+
+# ---- The patched endpoint answers as moto's own server does --------------------------------------
+
+
+@pytest.fixture()
+def two_endpoints() -> Iterator[tuple[str, str]]:
+    """A fresh embedded endpoint (every patch) and a fresh moto server of the same moto (none)."""
+    import subprocess
+    import sys
+    import time
+
+    from brokerctl.embedded_aws import EmbeddedAws, _answers, free_port
+    from brokerctl.processes import end_process
+
+    patched = EmbeddedAws(port=free_port())
+    port = free_port()
+    plain = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        url = patched.start()
+        deadline = time.monotonic() + 60
+        while not _answers("127.0.0.1", port):
+            assert plain.poll() is None and time.monotonic() < deadline, "moto.server did not start"
+            time.sleep(0.05)
+        yield url, f"http://127.0.0.1:{port}"
+    finally:
+        patched.stop()
+        end_process(plain)
+
+
+# Parts of an answer that differ between any two runs (ids, receipts, clocks, and the length and
+# digest of bodies holding those), or between keep-alive and werkzeug's close-every-connection.
+RANDOM_HEADERS = {"date", "x-amzn-requestid", "x-amz-request-id", "x-amz-id-2", "last-modified",
+                  "x-amz-crc32", "connection", "keep-alive", "server",
+                  "content-length"}  # fmt: skip
+RANDOM_FIELDS = re.compile(
+    r'("(MessageId|ReceiptHandle|SentTimestamp|ApproximateFirstReceiveTimestamp|'
+    r"CreationDateTime|LastModifiedTimestamp|CreatedTimestamp|LastUpdateToPayPerRequestDateTime|"
+    r'LatestStreamLabel|LatestStreamArn|SequenceNumber)":\s*)("[^"]*"|[0-9.]+)'
+    r"|<(LastModified|RequestId)>[^<]*</(LastModified|RequestId)>"
+)
+
+
+def _masked(body: bytes, url: str) -> str:
+    text = body.decode().replace(url.removeprefix("http://"), "endpoint")
+    return RANDOM_FIELDS.sub(lambda m: (m.group(1) or f"<{m.group(4)}>") + "~", text)
+
+
+def _conversation(url: str) -> list[tuple[Any, ...]]:
+    """Calls the broker makes, and some it should not, with every answer as it came over HTTP."""
+    import boto3
+    import httpx
+    from botocore.config import Config
+
+    heard: list[tuple[Any, ...]] = []
+
+    def record(http_response: Any, parsed: Any, model: Any, **_: Any) -> None:
+        headers = {k.lower(): v for k, v in http_response.headers.items()}
+        kept = {k: v for k, v in headers.items() if k not in RANDOM_HEADERS}
+        body = _masked(http_response.content, url)
+        heard.append((model.name, http_response.status_code, kept, body))
+
+    session = boto3.session.Session(
+        aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
+    )
+    config = Config(retries={"max_attempts": 1})
+    sqs, s3, ddb = (
+        session.client(s, endpoint_url=url, config=config) for s in ("sqs", "s3", "dynamodb")
+    )
+    for client in (sqs, s3, ddb):
+        client.meta.events.register("after-call", record)
+
+    def tolerate(call: Any, *args: Any, **kwargs: Any) -> None:
+        with contextlib.suppress(Exception):  # the error answer is what is compared
+            call(*args, **kwargs)
+
+    q = sqs.create_queue(QueueName="same", Attributes={"VisibilityTimeout": "0"})["QueueUrl"]
+    bodies = [
+        json.dumps({"pack": [{"id": i, "data": 'é\u2028\\"/', "n": 1.5e300}]}) for i in range(3)
+    ]
+    sqs.send_message_batch(QueueUrl=q, Entries=[
+        {"Id": str(i), "MessageBody": b,
+         "MessageAttributes": {"a": {"DataType": "String", "StringValue": "v+%&="}}}
+        for i, b in enumerate(bodies)])  # fmt: skip
+    sqs.send_message(QueueUrl=q, MessageBody="Action=SendMessage&x=1+2%20")
+    sqs.receive_message(QueueUrl=q, MaxNumberOfMessages=10, MessageAttributeNames=["All"],
+                        MessageSystemAttributeNames=["All"])  # fmt: skip
+    tolerate(sqs.send_message_batch, QueueUrl=q, Entries=[{"Id": "1", "MessageBody": "x"}] * 2)
+    sqs.get_queue_attributes(QueueUrl=q, AttributeNames=["All"])
+    ddb.create_table(
+        TableName="same",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
+                   {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
+                              {"AttributeName": "sk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )  # fmt: skip
+    item = {"pk": {"S": "p"}, "sk": {"S": "s"}, "n": {"N": "123456789012345678901234567890"},
+            "f": {"N": "1.5"}, "b": {"B": b"\x00\xff"},
+            "l": {"L": [{"M": {"k": {"NULL": True}}}]}}  # fmt: skip
+    for _ in range(2):  # the second put fails its condition
+        tolerate(ddb.put_item, TableName="same", Item=item,
+                 ConditionExpression="attribute_not_exists(pk)")  # fmt: skip
+    ddb.get_item(TableName="same", Key={"pk": {"S": "p"}, "sk": {"S": "s"}})
+    ddb.query(TableName="same", KeyConditionExpression="pk = :p AND begins_with(sk, :s)",
+              ExpressionAttributeValues={":p": {"S": "p"}, ":s": {"S": "s"}})  # fmt: skip
+    tolerate(ddb.query, TableName="same", KeyConditionExpression="nope = :p",
+             ExpressionAttributeValues={":p": {"S": "p"}})  # fmt: skip
+    s3.create_bucket(Bucket="same")
+    s3.put_object(Bucket="same", Key="archive/2026/01/31/12/a", Body=b"{}\n" * 1000)
+    s3.get_object(Bucket="same", Key="archive/2026/01/31/12/a")
+    s3.list_objects_v2(Bucket="same", Prefix="archive/")
+    tolerate(s3.get_object, Bucket="same", Key="missing")
+    signed = "Credential=testing/20260131/us-east-1/sqs/aws4_request, SignedHeaders=host"
+    raw_headers = {
+        "Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": "AmazonSQS.GetQueueUrl",
+        "Authorization": f"AWS4-HMAC-SHA256 {signed}, Signature=x",
+    }  # fmt: skip
+    for body in (b"{not json", b"NaN", b'{"QueueName": "same", "n": 1e400}', b'{"QueueName": 1}'):
+        answer = httpx.post(url, content=body, headers=raw_headers)
+        kind = answer.headers.get("content-type")
+        heard.append(("raw", answer.status_code, kind, _masked(answer.content, url)))
+    return heard
+
+
+def test_the_patched_endpoint_answers_byte_for_byte_as_moto_server(
+    two_endpoints: tuple[str, str],
+) -> None:
+    patched, plain = two_endpoints
+    ours, theirs = _conversation(patched), _conversation(plain)
+    assert len(ours) == len(theirs) > 15
+    for mine, reference in zip(ours, theirs, strict=True):
+        assert mine == reference
+    assert any(status >= 400 for _, status, *_ in ours)  # error answers were compared too
