@@ -517,6 +517,29 @@ def test_requests_read_their_form_without_flask_debug_helpers(
     assert files is ImmutableMultiDict and same == answers == [{}, {}, body]
 
 
+def test_member_values_are_picked_without_a_context_each_with_moto_answers(
+    undo: list[tuple[Any, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from moto.core import serialize
+
+    built: list[int] = []
+
+    class CountedContext(serialize.AttributePickerContext):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            built.append(1)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(serialize, "AttributePickerContext", CountedContext)
+    before = _answers()
+    moto_built, built[:] = len(built), []
+    _save(undo, serialize.ResponseSerializer, "get_value")
+    embedded_aws._pick_member_values_directly()
+    assert _answers() == before
+    first = len(built)
+    assert _answers() == before  # names remembered: no context at all
+    assert moto_built > 400 and first < moto_built / 3 and len(built) == first
+
+
 # ---- The patched endpoint answers as moto's own server does --------------------------------------
 
 
