@@ -14,6 +14,10 @@ caller's wall clock over the ROUNDS calls, divided by ROUNDS, are the figures (m
 
 The messages received were sent to a queue of their own beforehand, outside the clock (received
 messages stay in flight: each receive looks past the ones before it, as moto does).
+Measured (2 shared cores, median of 5 alternating runs of 300 requests; moto CPU ms per request,
+before -> after the per-request patches of brokerctl/embedded_aws.py): sqs_send_batch 5.33 ->
+3.63, sqs_receive (3,000 in flight) 26.97 -> 5.43, s3_get 1.17 -> 1.17, ddb_put_cond 1.23 ->
+1.10, ddb_get 1.17 -> 0.87, ddb_query 5.43 -> 3.37.
 Run: .venv/bin/python benchmarks/moto_requests.py  (MOTO_ROUNDS; MOTO_OPS=sqs_send_batch,... for
 some operations only; MOTO_RESULT names the result file)
 """
