@@ -6,9 +6,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from chalicelib.core.errors import (
+    CallTooLargeError,
     ConflictError,
     NotFoundError,
-    PayloadTooLargeError,
     UnavailableError,
 )
 
@@ -44,7 +44,7 @@ def translated(what: str) -> Iterator[None]:
         if code in _CONFLICT:
             raise ConflictError(f"{what}: conflict ({code})") from exc
         if code in _TOO_LARGE:
-            raise PayloadTooLargeError(f"{what}: {code}") from exc
+            raise CallTooLargeError(f"{what}: {code}") from exc
         raise UnavailableError(f"{what}: {code or 'AWS error'}") from exc
     except BotoCoreError as exc:
         raise UnavailableError(f"{what}: {exc}") from exc

@@ -38,9 +38,9 @@ from typing import Any
 from chalicelib.config import Settings
 from chalicelib.core.errors import (
     BrokerError,
+    CallTooLargeError,
     ConflictError,
     NotFoundError,
-    PayloadTooLargeError,
     UnavailableError,
 )
 from chalicelib.ports import OutgoingMessage
@@ -54,7 +54,7 @@ _ERRORS: dict[str, type[BrokerError]] = {
     "NotFoundError": NotFoundError,
     "ConflictError": ConflictError,
     "UnavailableError": UnavailableError,
-    "PayloadTooLargeError": PayloadTooLargeError,  # a call the queue refused as too long
+    "CallTooLargeError": CallTooLargeError,  # a call the queue refused as too long
 }
 _Entry = tuple[str, str, int, str | None, str | None, dict[str, str] | None]
 

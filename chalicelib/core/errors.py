@@ -74,3 +74,10 @@ class PayloadTooLargeError(BrokerError):
 
 class UnavailableError(BrokerError):
     title = "Service unavailable"
+
+
+class CallTooLargeError(UnavailableError):
+    """A storage call whose payload the service refused as too large (SQS's
+    BatchRequestTooLong: a queue made before SQS took 1 MiB calls refuses more than 256 KiB).
+    Whoever sent a call that large can split it (``ingress.send_in_batches``); to every other
+    caller it is the service being unavailable, as before."""

@@ -19,6 +19,7 @@ from chalicelib.core.cloudevents.sqs_message import ClaimCheck, passthrough_head
 from chalicelib.core.delivery import ordering
 from chalicelib.core.errors import (
     BrokerError,
+    CallTooLargeError,
     NotFoundError,
     PayloadTooLargeError,
     Problem,
@@ -383,7 +384,7 @@ def send_in_batches(
         for _ in range(SEND_ATTEMPTS):
             try:
                 failed = queues.send_batch(queue, list(pending.values()))
-            except PayloadTooLargeError:
+            except CallTooLargeError:
                 if len(pending) == len(batch) and _size(batch) > SQS_MAX_BYTES:
                     log.info("queue %s refused a call of %d bytes: split", queue, _size(batch))
                     batches[:0] = _batches(batch, SQS_MAX_BYTES)

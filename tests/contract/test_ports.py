@@ -13,7 +13,7 @@ import pytest
 
 from chalicelib.core.cloudevents.sqs_message import PACK_MAX_BYTES, SQS_MAX_BATCH_BYTES
 from chalicelib.core.delivery.rate import burst
-from chalicelib.core.errors import ConflictError, NotFoundError, PayloadTooLargeError
+from chalicelib.core.errors import CallTooLargeError, ConflictError, NotFoundError, UnavailableError
 from chalicelib.ports import OutgoingMessage
 from tests.backends import AWS_BACKENDS, BACKENDS, aws_env
 from tests.fakes import (
@@ -161,15 +161,16 @@ def test_queue_send_receive_delete(queues: Any) -> None:
 
 def test_queue_takes_one_mib_calls_and_refuses_more_as_too_large(queues: Any) -> None:
     """SQS's SendMessageBatch payload is 1 MiB (since August 2025; moto and LocalStack too): ten
-    replay packs fill one call; a longer call is refused as PayloadTooLargeError, which
-    ``send_in_batches`` answers by splitting the call."""
+    replay packs fill one call; a longer call is refused as CallTooLargeError (an
+    UnavailableError to every other caller), which ``send_in_batches`` answers by splitting it."""
     name = _unique("sb-ct")
     queues.create(name, {})
     packs = [OutgoingMessage(str(i), "p" * PACK_MAX_BYTES) for i in range(10)]
     assert queues.send_batch(name, packs) == []
     over = SQS_MAX_BATCH_BYTES // 10 + 1
-    with pytest.raises(PayloadTooLargeError):
+    with pytest.raises(CallTooLargeError) as refused:
         queues.send_batch(name, [OutgoingMessage(str(i), "p" * over) for i in range(10)])
+    assert isinstance(refused.value, UnavailableError)
     assert queues.depth(name) == 10  # the refused call stored nothing
 
 

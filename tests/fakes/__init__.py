@@ -13,9 +13,9 @@ from typing import Any
 
 from chalicelib.core.delivery.rate import Bucket, Grant, take
 from chalicelib.core.errors import (
+    CallTooLargeError,
     ConflictError,
     NotFoundError,
-    PayloadTooLargeError,
     UnavailableError,
 )
 from chalicelib.ports import (
@@ -179,7 +179,7 @@ class MemoryQueues:
             raise ValueError("a batch has 1 to 10 entries")
         size = sum(len(m.body.encode()) for m in messages)
         if size > self.max_batch_bytes:  # what SqsQueues raises for BatchRequestTooLong
-            raise PayloadTooLargeError(f"send to {name}: BatchRequestTooLong ({size} bytes)")
+            raise CallTooLargeError(f"send to {name}: BatchRequestTooLong ({size} bytes)")
         with self._lock:
             self.send_calls += 1
             q = self._q(name)

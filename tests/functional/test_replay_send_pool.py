@@ -19,7 +19,8 @@ import pytest
 from chalicelib.adapters.sqs_queues import SqsQueues
 from chalicelib.adapters.sqs_send_pool import SqsSendPool
 from chalicelib.container import Container
-from chalicelib.core.errors import NotFoundError, UnavailableError
+from chalicelib.core.cloudevents.sqs_message import SQS_MAX_BATCH_BYTES
+from chalicelib.core.errors import CallTooLargeError, NotFoundError, UnavailableError
 from chalicelib.core.resources.replay import REPLAYS
 from chalicelib.ports import OutgoingMessage
 from chalicelib.services.ingress import Ingress, send_in_batches
@@ -86,6 +87,9 @@ def test_calls_are_made_by_another_process(pool: SqsSendPool, aws_clients: Any) 
     assert sorted(_bodies(queues, name)) == sorted(f"body {i}" for i in range(10))
     with pytest.raises(NotFoundError):  # the adapter's errors, as the adapter raises them
         pool.send_batch(f"missing-{uuid.uuid4().hex[:8]}", messages[:1])
+    over = [OutgoingMessage(str(i), "x" * (SQS_MAX_BATCH_BYTES // 10 + 1)) for i in range(10)]
+    with pytest.raises(CallTooLargeError):  # what send_in_batches splits
+        pool.send_batch(name, over)
 
 
 def test_a_worker_killed_mid_call_fails_the_call_and_is_replaced(
