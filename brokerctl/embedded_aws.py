@@ -337,9 +337,11 @@ def _decode_json_bodies_with_msgspec() -> None:
     messages, whose 550 KB of JSON-in-JSON escape every quote. msgspec's decoder (the broker's
     own, chalicelib/core/cloudevents/json_format.py) reads it in a third of the time. Where msgspec
     returns a value, it is the value ``json.loads`` returns (same types, same floats, same last-wins
-    duplicate keys, same nesting limit); what it refuses (``NaN``, lone surrogates, numbers
-    outside a float, integers past Python's 4,300 digits, invalid JSON) goes to moto's own
-    reading, which returns its value or its error as before."""
+    duplicate keys); what it refuses (``NaN``, lone surrogates, numbers outside a float, integers
+    past Python's 4,300 digits, invalid JSON, nesting past its limit) goes to moto's own reading,
+    which returns its value or its error as before. One difference: msgspec's nesting limit is one
+    level deeper than ``json.loads``'s on Python 3.12, so a body nested exactly 1,498 deep is read
+    where moto would answer 500 (RecursionError); no AWS request nests past a few levels."""
     import msgspec
     from moto.core import parse
 
@@ -355,7 +357,7 @@ def _decode_json_bodies_with_msgspec() -> None:
                     else body_contents.decode(self.DEFAULT_ENCODING)
                 )
                 return decode(text)
-            except (UnicodeDecodeError, msgspec.MsgspecError, RecursionError):
+            except (UnicodeError, msgspec.MsgspecError, RecursionError):
                 pass  # moto's reading decides, as if this had not been tried
         return read(self, body_contents)
 

@@ -21,8 +21,8 @@ _NOT_FOUND = {
     "404",
 }
 _CONFLICT = {"ConditionalCheckFailedException", "ResourceConflictException", "QueueAlreadyExists"}
-# A SendMessageBatch call over the queue's payload limit (1 MiB; 256 KiB on queues made before
-# August 2025): ``ingress.send_in_batches`` splits the call.
+# A SendMessageBatch call over the payload limit (1 MiB; 256 KiB where an endpoint still has the
+# former limit): ``ingress.send_in_batches`` splits the call.
 _TOO_LARGE = {"BatchRequestTooLong", "AWS.SimpleQueueService.BatchRequestTooLong"}
 
 

@@ -78,6 +78,6 @@ class UnavailableError(BrokerError):
 
 class CallTooLargeError(UnavailableError):
     """A storage call whose payload the service refused as too large (SQS's
-    BatchRequestTooLong: a queue made before SQS took 1 MiB calls refuses more than 256 KiB).
+    BatchRequestTooLong: over 1 MiB, or 256 KiB where an endpoint still has the former limit).
     Whoever sent a call that large can split it (``ingress.send_in_batches``); to every other
     caller it is the service being unavailable, as before."""

@@ -10,7 +10,7 @@ from typing import Any
 
 from chalicelib.core import names
 from chalicelib.core.cloudevents import codec
-from chalicelib.core.cloudevents.sqs_message import decode_messages
+from chalicelib.core.cloudevents.sqs_message import call_chunks, decode_messages
 from chalicelib.core.delivery import ordering
 from chalicelib.core.errors import NotFoundError, Problem, ValidationError
 from chalicelib.ports import OutgoingMessage, Queues, ReceivedMessage
@@ -84,21 +84,22 @@ class DeadLetters:
                 break
             bodies = [self._without_errors(m.body) for m in batch]
             fifo = names.is_fifo(queue)
-            failed = set(
-                self._queues.send_batch(
-                    queue,
-                    [
-                        OutgoingMessage(
-                            str(i),
-                            b,
-                            # FIFO: back into its own group (the DLQ kept it), in the DLQ's order
-                            group_id=ordering.group_of(m.attributes) if fifo else None,
-                            dedup_id=ordering.moved_dedup_id(m.message_id) if fifo else None,
-                        )
-                        for i, (m, b) in enumerate(zip(batch, bodies, strict=True))
-                    ],
+            outgoing = [
+                OutgoingMessage(
+                    str(i),
+                    b,
+                    # FIFO: back into its own group (the DLQ kept it), in the DLQ's order
+                    group_id=ordering.group_of(m.attributes) if fifo else None,
+                    dedup_id=ordering.moved_dedup_id(m.message_id) if fifo else None,
                 )
-            )
+                for i, (m, b) in enumerate(zip(batch, bodies, strict=True))
+            ]
+            failed: set[str] = set()
+            for chunk in call_chunks(outgoing, _body):  # ten events of 200 KiB: several calls
+                if failed:  # after a failed entry the rest waits for the next redrive (in order)
+                    failed.update(m.id for m in chunk)
+                    continue
+                failed.update(self._queues.send_batch(queue, chunk))
             for i, m in enumerate(batch):
                 seen.add(m.message_id)
                 if str(i) in failed:
@@ -155,3 +156,7 @@ class DeadLetters:
                 event.pop(name, None)
             return json.dumps(doc, separators=(",", ":"))
         return body
+
+
+def _body(message: OutgoingMessage) -> str:
+    return message.body

@@ -28,9 +28,9 @@ from chalicelib.core.cloudevents.kafka_binding import encode_binary_record, enco
 from chalicelib.core.cloudevents.sqs_message import (
     ATTEMPTS_ATTRIBUTE,
     NOT_BEFORE_ATTRIBUTE,
-    SQS_MAX_MESSAGE_BYTES,
     QueuedEvent,
     attempts_made,
+    call_chunks,
     decode_message,
     decode_messages,
     encode_message,
@@ -248,18 +248,8 @@ def _queue_name(arn: str) -> str:
     return arn.rsplit(":", 1)[-1]
 
 
-def _chunks(messages: list[OutgoingMessage]) -> list[list[OutgoingMessage]]:
-    """At most 10 entries and 256 KiB per SendMessageBatch call."""
-    out: list[list[OutgoingMessage]] = []
-    size = 0
-    for m in messages:
-        n = len(m.body.encode())
-        if not out or len(out[-1]) == 10 or size + n > SQS_MAX_MESSAGE_BYTES:
-            out.append([])
-            size = 0
-        out[-1].append(m)
-        size += n
-    return out
+def _body(message: OutgoingMessage) -> str:
+    return message.body
 
 
 class Delivery:
@@ -731,7 +721,7 @@ class Delivery:
         """Send ``messages`` to ``queue`` in calls of at most 10 entries and 256 KiB; how many
         SQS did not take (a failed call logged, its entries counted)."""
         failed = 0
-        for chunk in _chunks(messages):
+        for chunk in call_chunks(messages, _body):
             try:
                 failed += len(self._queues.send_batch(queue, chunk))
             except Exception as exc:

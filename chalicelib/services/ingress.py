@@ -9,13 +9,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from operator import itemgetter
 
 from chalicelib.core import archive, names, tokens
 from chalicelib.core.clock import utcnow
 from chalicelib.core.cloudevents import codec
 from chalicelib.core.cloudevents.event import CloudEvent
 from chalicelib.core.cloudevents.json_format import dumps_utf8
-from chalicelib.core.cloudevents.sqs_message import ClaimCheck, passthrough_headers
+from chalicelib.core.cloudevents.sqs_message import ClaimCheck, call_chunks, passthrough_headers
 from chalicelib.core.delivery import ordering
 from chalicelib.core.errors import (
     BrokerError,
@@ -365,7 +366,8 @@ def send_in_batches(
     """Send in order, batch after batch (on a FIFO queue, the order of a group), each call of at
     most 10 entries and ``max_bytes``. A retried entry keeps its deduplication id, so SQS FIFO
     keeps one copy if the first try landed. A call over ``SQS_MAX_BYTES`` that the queue refuses
-    as too long (a queue made before SQS took 1 MiB calls) is split into calls of at most that.
+    as too long (a precaution: an endpoint or queue still at the former 256 KiB) is split into
+    calls of at most that.
     UnavailableError when some could not be stored. Ingress sends through SharedSends (256 KiB
     calls); the replay runner calls this over the queues themselves (1 MiB calls of packs), its
     own calls in flight side by side."""
@@ -385,7 +387,7 @@ def send_in_batches(
             try:
                 failed = queues.send_batch(queue, list(pending.values()))
             except CallTooLargeError:
-                if len(pending) == len(batch) and _size(batch) > SQS_MAX_BYTES:
+                if len(pending) == len(batch) > 1 and _size(batch) > SQS_MAX_BYTES:
                     log.info("queue %s refused a call of %d bytes: split", queue, _size(batch))
                     batches[:0] = _batches(batch, SQS_MAX_BYTES)
                     break
@@ -408,18 +410,4 @@ def _size(batch: list[tuple[str, str | None]]) -> int:
 def _batches(
     items: list[tuple[str, str | None]], max_bytes: int = SQS_MAX_BYTES
 ) -> list[list[tuple[str, str | None]]]:
-    """≤ 10 entries and ≤ ``max_bytes`` per SendMessageBatch call."""
-    batches: list[list[tuple[str, str | None]]] = []
-    current: list[tuple[str, str | None]] = []
-    size = 0
-    for item in items:
-        body = item[0]
-        n = len(body) if body.isascii() else len(body.encode())
-        if current and (len(current) == 10 or size + n > max_bytes):
-            batches.append(current)
-            current, size = [], 0
-        current.append(item)
-        size += n
-    if current:
-        batches.append(current)
-    return batches
+    return call_chunks(items, itemgetter(0), max_bytes)

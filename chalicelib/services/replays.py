@@ -478,7 +478,7 @@ class ReplayRunner:
         events: list[Mapping[str, Any]] = []
         read = 0
         scanned = 0  # records of the batch, selected or not
-        limit = self._options.batch_events
+        limit = max(1, self._options.batch_events)
         namespace, broker, start, end = replay.namespace, replay.broker, replay.start, replay.end
         selected = reader.selected
         while True:

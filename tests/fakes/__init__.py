@@ -126,7 +126,7 @@ class MemoryQueues:
         self._lock = threading.Condition()
         self.send_calls = 0
         self.fail_next_sends: int = 0
-        # A call's whole payload (SQS: 1 MiB; 256 KiB on a queue made before August 2025).
+        # A call's whole payload (SQS: 1 MiB since August 2025; 256 KiB before).
         self.max_batch_bytes: int = 1024 * 1024
 
     def _q(self, name: str) -> dict[str, Any]:

@@ -59,6 +59,24 @@ def test_redrive_moves_what_was_there_once_and_ends() -> None:
     assert answer == {"redriven": 25, "remaining": 25}
 
 
+def test_redrive_of_large_dead_letters_moves_them_in_calls_sqs_takes() -> None:
+    """Ten dead letters of 200 KiB (events just under the claim-check size) are 2 MB: more than
+    one SendMessageBatch call takes (1 MiB; 256 KiB on older queues). Redrive sends them in
+    calls of at most 256 KiB; before, its one call was refused and nothing moved."""
+    queue = names.queue_name(PREFIX, "ns", "b", "t")
+    dlq = names.dlq_name(PREFIX, "ns", "b", "t")
+    queues = MemoryQueues()
+    queues.create(queue, {})
+    queues.create(dlq, {})
+    big = "x" * 200_000
+    for i in range(10):
+        queues.send_batch(dlq, [OutgoingMessage(str(i), json.dumps({"n": i, "data": big}))])
+    dead = DeadLetters(queues, Claims(MemoryBlobs(), "claims", "c/"), PREFIX)
+    assert dead.redrive("ns", "b", "t") == {"redriven": 10, "remaining": 0}
+    got = queues.receive(queue, 10, 0, 30)
+    assert sorted(json.loads(m.body)["n"] for m in got) == list(range(10))
+
+
 def test_redrive_stops_at_its_deadline_and_reports_what_remains() -> None:
     queue = names.queue_name(PREFIX, "ns", "b", "t")
     dlq = names.dlq_name(PREFIX, "ns", "b", "t")

@@ -717,6 +717,9 @@ def test_a_call_refused_as_too_long_within_256_kib_fails_after_its_attempts() ->
         send_in_batches(queues, "q", items, SQS_MAX_BATCH_BYTES)
     assert queues.depth("q") == 0
     assert queues.send_calls == 0  # every call was refused before it stored anything
+    queues.max_batch_bytes = 256 * 1024  # one entry alone over it: nothing left to split
+    with pytest.raises(UnavailableError):
+        send_in_batches(queues, "q", [("x" * 300_000, None)], SQS_MAX_BATCH_BYTES)
 
 
 def test_unreadable_lines_and_objects_are_counted_skipped_and_never_stop_the_replay() -> None:

@@ -490,9 +490,7 @@ def test_a_queue_scan_reads_the_clock_once_and_lists_what_moto_lists(
     assert len(reads) == 1 and moto_reads == 30 + 25  # visible? then delayed?
 
 
-def test_requests_read_their_form_without_flask_debug_helpers(
-    undo: list[tuple[Any, str]],
-) -> None:
+def test_requests_read_their_form_without_flask_debug_helpers() -> None:
     from flask import request
     from moto.moto_server.werkzeug_app import BackendRequest, create_backend_app
     from werkzeug.datastructures import ImmutableMultiDict
@@ -508,12 +506,15 @@ def test_requests_read_their_form_without_flask_debug_helpers(
 
     debug_files, *answers = read()
     assert debug_files is not ImmutableMultiDict  # Flask's debug helper: a class per request
-    BackendRequest._saved__load_form_data = BackendRequest.__dict__.get(  # type: ignore[attr-defined]
-        "_load_form_data", BackendRequest._load_form_data
-    )
-    undo.append((BackendRequest, "_load_form_data"))
-    embedded_aws._skip_flask_debug_form_helper()
-    files, *same = read()
+    own = BackendRequest.__dict__.get("_load_form_data")  # inherited from Flask's Request
+    try:
+        embedded_aws._skip_flask_debug_form_helper()
+        files, *same = read()
+    finally:  # inherited again, as before
+        if own is None:
+            del BackendRequest._load_form_data
+        else:
+            BackendRequest._load_form_data = own  # type: ignore[method-assign]
     assert files is ImmutableMultiDict and same == answers == [{}, {}, body]
 
 

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from chalicelib.core.cloudevents.codec import from_json, to_json
 from chalicelib.core.cloudevents.event import CloudEvent
@@ -38,7 +38,7 @@ from chalicelib.core.errors import Problem, ValidationError
 MESSAGE_VERSION = 1
 SQS_MAX_MESSAGE_BYTES = 256 * 1024
 # A SendMessageBatch call's whole payload: 1 MiB on SQS since August 2025 (and on moto and
-# LocalStack); queues made before then may still refuse more than 256 KiB per call, and the
+# LocalStack); should an endpoint still refuse more than 256 KiB per call (the former limit), the
 # replay runner's sends then split a refused call (``ingress.send_in_batches``).
 SQS_MAX_BATCH_BYTES = 1024 * 1024
 # A pack's bounds: ten of them fit one SendMessageBatch call (1 MiB in all, with room for the
@@ -214,6 +214,27 @@ def split_pack(body: str) -> tuple[list[QueuedEvent], list[BadEntry]]:
         else:
             good.append(QueuedEvent(namespace, broker, trigger, event, None, headers))
     return good, bad
+
+
+_T = TypeVar("_T")
+
+
+def call_chunks(
+    items: Sequence[_T], body: Callable[[_T], str], max_bytes: int = SQS_MAX_MESSAGE_BYTES
+) -> list[list[_T]]:
+    """``items`` in order, in chunks that one SendMessageBatch call takes: at most 10 entries
+    and ``max_bytes`` of bodies (one larger entry alone)."""
+    out: list[list[_T]] = []
+    size = 0
+    for item in items:
+        text = body(item)
+        n = len(text) if text.isascii() else len(text.encode("utf-8"))
+        if not out or len(out[-1]) == 10 or size + n > max_bytes:
+            out.append([])
+            size = 0
+        out[-1].append(item)
+        size += n
+    return out
 
 
 def pack_head(namespace: str, broker: str, trigger: str, headers: Mapping[str, str]) -> str:
