@@ -227,7 +227,15 @@ function openTail() {
 
 function addTailRow(e) {
   const body = $("tail-entries").tBodies[0];
-  const row = body.insertRow(0);
+  // Newest first, by time: ingress archives an event after queueing it, so its delivery can
+  // reach the tail first; a late entry still takes its place (RFC 3339 text sorts as time;
+  // in the same millisecond an acceptance goes below what followed it).
+  const at = e.at || "";
+  let place = 0;
+  const below = (r) => r.dataset.at > at || (r.dataset.at === at && e.kind === "accepted");
+  while (place < body.rows.length && below(body.rows[place])) place++;
+  const row = body.insertRow(place);
+  row.dataset.at = at;
   row.className = `kind-${e.kind}`;
   row.dataset.kind = e.kind;
   row.dataset.id = e.id || "";
