@@ -14,6 +14,19 @@ from moto.sqs import models
 
 from brokerctl import embedded_aws
 
+# A table keyed by a string pk and sk, as the broker's own.
+PK_SK_TABLE: dict[str, Any] = {
+    "KeySchema": [
+        {"AttributeName": "pk", "KeyType": "HASH"},
+        {"AttributeName": "sk", "KeyType": "RANGE"},
+    ],
+    "AttributeDefinitions": [
+        {"AttributeName": "pk", "AttributeType": "S"},
+        {"AttributeName": "sk", "AttributeType": "S"},
+    ],
+    "BillingMode": "PAY_PER_REQUEST",
+}
+
 
 @pytest.fixture()
 def patched() -> Iterator[None]:
@@ -91,14 +104,7 @@ def _answers() -> list[Any]:
 
     with mock_aws():
         ddb = boto3.client("dynamodb", region_name="us-east-1")
-        ddb.create_table(
-            TableName="t",
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
-                       {"AttributeName": "sk", "KeyType": "RANGE"}],
-            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
-                                  {"AttributeName": "sk", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )  # fmt: skip
+        ddb.create_table(TableName="t", **PK_SK_TABLE)
         for i in range(3):
             ddb.put_item(TableName="t", Item={
                 "pk": {"S": "p"}, "sk": {"S": f"s{i}"}, "n": {"N": str(i)}, "b": {"B": b"\x00"},
@@ -631,14 +637,7 @@ def _conversation(url: str) -> list[tuple[Any, ...]]:
                         MessageSystemAttributeNames=["All"])  # fmt: skip
     tolerate(sqs.send_message_batch, QueueUrl=q, Entries=[{"Id": "1", "MessageBody": "x"}] * 2)
     sqs.get_queue_attributes(QueueUrl=q, AttributeNames=["All"])
-    ddb.create_table(
-        TableName="same",
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
-                   {"AttributeName": "sk", "KeyType": "RANGE"}],
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
-                              {"AttributeName": "sk", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )  # fmt: skip
+    ddb.create_table(TableName="same", **PK_SK_TABLE)
     item = {"pk": {"S": "p"}, "sk": {"S": "s"}, "n": {"N": "123456789012345678901234567890"},
             "f": {"N": "1.5"}, "b": {"B": b"\x00\xff"},
             "l": {"L": [{"M": {"k": {"NULL": True}}}]}}  # fmt: skip
