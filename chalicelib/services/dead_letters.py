@@ -6,6 +6,7 @@ import builtins
 import json
 import time
 from collections.abc import Callable
+from operator import attrgetter
 from typing import Any
 
 from chalicelib.core import names
@@ -95,7 +96,9 @@ class DeadLetters:
                 for i, (m, b) in enumerate(zip(batch, bodies, strict=True))
             ]
             failed: set[str] = set()
-            for chunk in call_chunks(outgoing, _body):  # ten events of 200 KiB: several calls
+            for chunk in call_chunks(
+                outgoing, attrgetter("body")
+            ):  # ten events of 200 KiB: several calls
                 if failed:  # after a failed entry the rest waits for the next redrive (in order)
                     failed.update(m.id for m in chunk)
                     continue
@@ -156,7 +159,3 @@ class DeadLetters:
                 event.pop(name, None)
             return json.dumps(doc, separators=(",", ":"))
         return body
-
-
-def _body(message: OutgoingMessage) -> str:
-    return message.body

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
+from operator import attrgetter
 from typing import Any, NamedTuple, Protocol
 
 from aws_lambda_powertools.utilities.batch import (
@@ -246,10 +247,6 @@ def _queue_of(record: Mapping[str, Any]) -> str:
 @lru_cache(maxsize=1024)
 def _queue_name(arn: str) -> str:
     return arn.rsplit(":", 1)[-1]
-
-
-def _body(message: OutgoingMessage) -> str:
-    return message.body
 
 
 class Delivery:
@@ -721,7 +718,7 @@ class Delivery:
         """Send ``messages`` to ``queue`` in calls of at most 10 entries and 256 KiB; how many
         SQS did not take (a failed call logged, its entries counted)."""
         failed = 0
-        for chunk in call_chunks(messages, _body):
+        for chunk in call_chunks(messages, attrgetter("body")):
             try:
                 failed += len(self._queues.send_batch(queue, chunk))
             except Exception as exc:

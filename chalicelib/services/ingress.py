@@ -16,7 +16,12 @@ from chalicelib.core.clock import utcnow
 from chalicelib.core.cloudevents import codec
 from chalicelib.core.cloudevents.event import CloudEvent
 from chalicelib.core.cloudevents.json_format import dumps_utf8
-from chalicelib.core.cloudevents.sqs_message import ClaimCheck, call_chunks, passthrough_headers
+from chalicelib.core.cloudevents.sqs_message import (
+    ClaimCheck,
+    call_chunks,
+    passthrough_headers,
+    utf8_size,
+)
 from chalicelib.core.delivery import ordering
 from chalicelib.core.errors import (
     BrokerError,
@@ -371,7 +376,7 @@ def send_in_batches(
     UnavailableError when some could not be stored. Ingress sends through SharedSends (256 KiB
     calls); the replay runner calls this over the queues themselves (1 MiB calls of packs), its
     own calls in flight side by side."""
-    batches = _batches(items, max_bytes)
+    batches = call_chunks(items, _BODY, max_bytes)
     while batches:
         batch = batches.pop(0)
         pending = {
@@ -387,9 +392,10 @@ def send_in_batches(
             try:
                 failed = queues.send_batch(queue, list(pending.values()))
             except CallTooLargeError:
-                if len(pending) == len(batch) > 1 and _size(batch) > SQS_MAX_BYTES:
-                    log.info("queue %s refused a call of %d bytes: split", queue, _size(batch))
-                    batches[:0] = _batches(batch, SQS_MAX_BYTES)
+                size = sum(utf8_size(body) for body, _ in batch)
+                if len(pending) == len(batch) > 1 and size > SQS_MAX_BYTES:
+                    log.info("queue %s refused a call of %d bytes: split", queue, size)
+                    batches[:0] = call_chunks(batch, _BODY, SQS_MAX_BYTES)
                     break
                 failed = list(pending)
             except UnavailableError:
@@ -403,11 +409,4 @@ def send_in_batches(
             )
 
 
-def _size(batch: list[tuple[str, str | None]]) -> int:
-    return sum(len(body.encode()) for body, _ in batch)
-
-
-def _batches(
-    items: list[tuple[str, str | None]], max_bytes: int = SQS_MAX_BYTES
-) -> list[list[tuple[str, str | None]]]:
-    return call_chunks(items, itemgetter(0), max_bytes)
+_BODY = itemgetter(0)  # of an item (body, FIFO group)

@@ -43,6 +43,7 @@ from chalicelib.core.cloudevents.sqs_message import (
     pack_head,
     pack_overhead,
     sqs_text,
+    utf8_size,
 )
 from chalicelib.core.delivery import ordering
 from chalicelib.core.errors import (
@@ -692,7 +693,7 @@ class _Packer:
         self._size = 0
 
     def add(self, text: str) -> None:
-        n = (len(text) if text.isascii() else len(text.encode("utf-8"))) + 1  # and its comma
+        n = utf8_size(text) + 1  # and its comma
         if self._texts and (len(self._texts) == PACK_MAX_EVENTS or self._size + n > self._room):
             self.flush()
         self._texts.append(text)
@@ -717,7 +718,7 @@ def _pack_text_undecoded(record: Mapping[str, Any], name: str) -> str:
     if text is not None:
         return text if len(text) <= _PACKABLE_BYTES else ""
     text = sqs_text(dumps_compact(replayed))  # measured as it is sent
-    return text if len(text.encode("utf-8")) <= _PACKABLE_BYTES else ""
+    return text if utf8_size(text) <= _PACKABLE_BYTES else ""
 
 
 _REQUIRED = ("specversion", "id", "source", "type")

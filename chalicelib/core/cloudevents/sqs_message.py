@@ -219,6 +219,11 @@ def split_pack(body: str) -> tuple[list[QueuedEvent], list[BadEntry]]:
 _T = TypeVar("_T")
 
 
+def utf8_size(text: str) -> int:
+    """The UTF-8 size of ``text``, without encoding it when it is ASCII (most event texts)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
+
+
 def call_chunks(
     items: Sequence[_T], body: Callable[[_T], str], max_bytes: int = SQS_MAX_MESSAGE_BYTES
 ) -> list[list[_T]]:
@@ -227,8 +232,7 @@ def call_chunks(
     out: list[list[_T]] = []
     size = 0
     for item in items:
-        text = body(item)
-        n = len(text) if text.isascii() else len(text.encode("utf-8"))
+        n = utf8_size(body(item))
         if not out or len(out[-1]) == 10 or size + n > max_bytes:
             out.append([])
             size = 0
