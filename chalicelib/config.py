@@ -97,6 +97,10 @@ class Settings:
     # Sender processes making a replay's SendMessageBatch calls to standard queues beside its
     # reading (adapters/sqs_send_pool.py, docs/replay.md); 0: threads of the replaying process.
     replay_send_processes: int = 0
+    # SendMessageBatch made without botocore's request pipeline (adapters/sqs_send_call.py):
+    # the same request, signed, sent, read and retried by botocore's parts, at a third of the
+    # CPU. False (BROKER_SQS_DIRECT_SEND=false): through the boto3 client.
+    sqs_direct_send: bool = True
     # False: SQS event source mappings are created disabled, because something else consumes the
     # trigger queues (the local runtime's pollers, against an emulator such as LocalStack whose own
     # pollers would otherwise compete and spend receive counts, i.e. attempts).
@@ -171,6 +175,7 @@ class Settings:
             replay_send_processes=min(
                 8, max(0, int(number("BROKER_REPLAY_SEND_PROCESSES", "0", int)))
             ),
+            sqs_direct_send=_bool(env.get("BROKER_SQS_DIRECT_SEND"), True),
             replay_settle_seconds=max(
                 0.0,
                 float(

@@ -15,6 +15,8 @@ class AwsClients:
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
         self._clients: dict[str, Any] = {}
+        self._credentials: dict[str, Any] = {}
+        self._send_call: Any = None
         self._lock = threading.Lock()
 
     def client(self, service: str) -> Any:
@@ -23,16 +25,34 @@ class AwsClients:
             with self._lock:
                 client = self._clients.get(service)
                 if client is None:
-                    client = self._build(service)
+                    client, credentials = self._build_with_credentials(service)
+                    self._credentials[service] = credentials
                     self._clients[service] = client
         return client
+
+    def sqs_send_call(self) -> Any:
+        """SendMessageBatch on the shared SQS client's endpoint, credentials and HTTP session
+        without botocore's request pipeline (adapters/sqs_send_call.py); None when
+        ``Settings.sqs_direct_send`` is off or the client cannot make it so."""
+        if not self._settings.sqs_direct_send:
+            return None
+        if self._send_call is None:
+            from chalicelib.adapters.sqs_send_call import SendMessageBatchCall
+
+            client = self.client("sqs")
+            with self._lock:
+                if self._send_call is None:
+                    made = SendMessageBatchCall.for_client(client, self._credentials["sqs"])
+                    self._send_call = made or False
+        return self._send_call or None
 
     def dedicated(self, service: str, **config: Any) -> Any:
         """A client of its own (not shared, not cached), with ``config`` over the defaults: e.g.
         a larger pool for long-polling callers that would starve everyone else's."""
-        return self._build(service, **config)
+        return self._build_with_credentials(service, **config)[0]
 
-    def _build(self, service: str, **overrides: Any) -> Any:
+    def _build_with_credentials(self, service: str, **overrides: Any) -> tuple[Any, Any]:
+        """A client, and the credentials it signs with (its session's: refreshed alike)."""
         import boto3
         from botocore.config import Config
 
@@ -45,9 +65,10 @@ class AwsClients:
         }
         config = Config(**options)
         session = boto3.session.Session()
-        return session.client(
+        client = session.client(
             service,
             region_name=self._settings.region,
             endpoint_url=self._settings.endpoint_url,
             config=config,
         )
+        return client, session.get_credentials()

@@ -207,6 +207,66 @@ def test_queue_visibility_and_receive_count(queues: Any) -> None:
     assert second.attributes["ApproximateReceiveCount"] == "2"
 
 
+@pytest.mark.parametrize("backend", AWS_BACKENDS)
+def test_queue_direct_send_and_boto3_send_store_the_same(
+    request: pytest.FixtureRequest, backend: str
+) -> None:
+    """SendMessageBatch made directly (adapters/sqs_send_call.py, the default) and through the
+    boto3 client store the same messages: text beyond ASCII, quotes and escapes, attributes,
+    delays, FIFO groups and deduplication ids; and a queue deleted under a cached URL is
+    NotFoundError on both paths."""
+    from dataclasses import replace
+
+    from chalicelib.adapters.aws_clients import AwsClients
+    from chalicelib.adapters.sqs_queues import SqsQueues
+
+    settings, clients = aws_env(request, backend)
+    direct = SqsQueues(clients)
+    through_boto3 = SqsQueues(AwsClients(replace(settings, sqs_direct_send=False)))
+    assert clients.sqs_send_call() is not None
+    bodies = ['{"a":"\\u00e9 \\"q\\""}', "h\u00e9 \U0001f600 \u2028 tab\t", "x" * 70_000]
+
+    def sent(queues: Any, fifo: bool) -> list[tuple[str, dict[str, str], str | None]]:
+        name = _unique("sb-ct") + (".fifo" if fifo else "")
+        attributes = {"FifoQueue": "true"} if fifo else {}
+        queues.create(name, {"VisibilityTimeout": "30", **attributes})
+        messages = [
+            OutgoingMessage(
+                str(i),
+                body,
+                message_attributes={"sb-attempts": str(i)} if i else None,
+                group_id=f"g{i % 2}" if fifo else None,
+                dedup_id=f"d{i}" if fifo else None,
+            )
+            for i, body in enumerate(bodies)
+        ]
+        if not fifo:
+            messages.append(OutgoingMessage("late", "later", delay_seconds=60))
+        assert queues.send_batch(name, messages) == []
+        got: list[Any] = []
+        for _ in range(20):
+            got += queues.receive(name, 10, 0, None)
+            if len(got) == len(bodies):
+                break
+        assert queues.depth(name) == len(messages)
+        return sorted(
+            (m.body, dict(m.message_attributes), m.attributes.get("MessageGroupId")) for m in got
+        )
+
+    for fifo in (False, True):
+        assert sent(direct, fifo) == sent(through_boto3, fifo)
+        assert len(sent(direct, fifo)) == len(bodies)
+    for queues in (direct, through_boto3):
+        name = _unique("sb-ct")
+        queues.create(name, {})
+        assert queues.send_batch(name, [OutgoingMessage("a", "x")]) == []  # its URL cached
+        clients.client("sqs").delete_queue(
+            QueueUrl=clients.client("sqs").get_queue_url(QueueName=name)["QueueUrl"]
+        )
+        with pytest.raises(NotFoundError):
+            queues.send_batch(name, [OutgoingMessage("a", "x")])
+
+
 def test_queue_redrive_to_dlq(queues: Any) -> None:
     dlq = queues.create(_unique("sb-ct") + "-dlq", {})
     name = _unique("sb-ct")

@@ -1,0 +1,207 @@
+"""SendMessageBatch made directly (adapters/sqs_send_call.py): the same signed request as boto3's,
+boto3's answers and errors, its standard retries. The contract suite sends through it to moto and
+LocalStack (tests/contract/test_ports.py); here an HTTP session stands in for the network."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import boto3
+import pytest
+from botocore.awsrequest import HeadersDict
+from botocore.credentials import Credentials
+from botocore.exceptions import ClientError, EndpointConnectionError
+
+from chalicelib.adapters import sqs_send_call
+from chalicelib.adapters.aws_clients import AwsClients
+from chalicelib.adapters.sqs_send_call import SendMessageBatchCall, encode_body
+from chalicelib.config import Settings
+
+ENDPOINT = "http://127.0.0.1:9"  # never contacted: the session below answers
+QUEUE = f"{ENDPOINT}/000000000000/q"
+ENTRIES = [
+    {"Id": "0", "MessageBody": 'h\u00e9 "quoted" \U0001f600'},
+    {
+        "Id": "1",
+        "MessageBody": "x",
+        "MessageAttributes": {"k": {"DataType": "String", "StringValue": "v"}},
+    },
+    {"Id": "2", "MessageBody": "y", "DelaySeconds": 5},
+]
+OK = {"Successful": [{"Id": "0", "MessageId": "m0", "MD5OfMessageBody": "d"}], "Failed": []}
+
+
+class _Response:
+    def __init__(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        self.status_code = status
+        self.headers = HeadersDict(headers or {})
+        self.content = json.dumps(body).encode()
+
+
+class _Session:
+    """Answers each request with the next of ``answers`` (a response, or an exception raised)."""
+
+    def __init__(self, *answers: Any) -> None:
+        self.answers = list(answers)
+        self.requests: list[Any] = []
+
+    def send(self, prepared: Any) -> Any:
+        self.requests.append(prepared)
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def _client() -> Any:
+    return boto3.session.Session().client(
+        "sqs",
+        region_name="eu-west-1",
+        endpoint_url=ENDPOINT,
+        aws_access_key_id="AKIDEXAMPLE",
+        aws_secret_access_key="secret",
+    )
+
+
+def _call(session: _Session, sleeps: list[float] | None = None) -> SendMessageBatchCall:
+    return SendMessageBatchCall(
+        _client(),
+        Credentials("AKIDEXAMPLE", "secret"),
+        session,
+        sleep=(sleeps if sleeps is not None else []).append,
+        rand=lambda: 1.0,
+    )
+
+
+@pytest.fixture()
+def frozen_time(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    at = datetime.datetime(2026, 11, 26, 12, 0, 0)
+    monkeypatch.setattr("botocore.auth.get_current_datetime", lambda: at)
+    yield
+
+
+def _boto3_request(entries: list[dict[str, Any]]) -> Any:
+    """The request boto3's client would send (stopped before it is sent)."""
+    client = _client()
+    seen: list[Any] = []
+
+    def stop(request: Any, **_: Any) -> Any:
+        seen.append(request)
+        raise _Stop()
+
+    client.meta.events.register("before-send", stop)
+    with pytest.raises(_Stop):
+        client.send_message_batch(QueueUrl=QUEUE, Entries=entries)
+    return seen[0]
+
+
+class _Stop(Exception):
+    pass
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def test_the_request_is_boto3s_signed_alike(
+    frozen_time: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the body written as botocore writes it (msgspec off) and the same clock, the request
+    is boto3's to the byte where it is signed: URL, protocol headers, body, Authorization."""
+    monkeypatch.setattr(sqs_send_call, "_msgspec_encode", None)
+    expected = _boto3_request(ENTRIES)
+    session = _Session(_Response(200, OK))
+    assert _call(session).send_message_batch(QUEUE, ENTRIES)["Successful"]
+    sent = session.requests[0]
+    assert (sent.method, sent.url) == (expected.method, expected.url)
+    assert sent.body == expected.body
+    for header in ("X-Amz-Target", "Content-Type", "x-amzn-query-mode", "X-Amz-Date"):
+        assert _text(sent.headers[header]) == _text(expected.headers[header]), header
+    assert _text(sent.headers["Authorization"]) == _text(expected.headers["Authorization"])
+    assert sent.headers["amz-sdk-request"] == "attempt=1; max=3"
+
+
+def test_msgspec_writes_the_same_json_and_signs_what_it_sends(frozen_time: None) -> None:
+    session = _Session(_Response(200, OK))
+    _call(session).send_message_batch(QUEUE, ENTRIES)
+    sent = session.requests[0]
+    assert json.loads(sent.body) == json.loads(_boto3_request(ENTRIES).body)
+    assert sent.body == encode_body(QUEUE, ENTRIES)  # compact UTF-8, not botocore's
+    signed = "SignedHeaders=content-type;host;x-amz-date;x-amz-target;x-amzn-query-mode"
+    assert signed in _text(sent.headers["Authorization"])
+
+
+def test_a_lone_surrogate_is_written_as_botocore_writes_it() -> None:
+    entries = [{"Id": "0", "MessageBody": "bad \ud800"}]
+    assert (
+        encode_body(QUEUE, entries) == json.dumps({"QueueUrl": QUEUE, "Entries": entries}).encode()
+    )
+
+
+def test_transient_and_throttling_answers_are_retried_with_botocores_backoff() -> None:
+    sleeps: list[float] = []
+    session = _Session(
+        _Response(500, {"__type": "InternalError", "message": "x"}),
+        _Response(400, {"__type": "com.amazonaws.sqs#ThrottlingException", "message": "slow"}),
+        _Response(200, OK),
+    )
+    answer = _call(session, sleeps).send_message_batch(QUEUE, ENTRIES)
+    assert answer["Successful"][0]["MessageId"] == "m0"
+    assert answer["ResponseMetadata"]["HTTPStatusCode"] == 200
+    # rand() = 1: 50 ms for a server error (attempt 1), 2 s for throttling (attempt 2)
+    assert sleeps == [0.05, 2.0]
+    assert [r.headers["amz-sdk-request"] for r in session.requests] == [
+        f"attempt={i}; max=3" for i in (1, 2, 3)
+    ]
+
+
+def test_three_failed_attempts_raise_what_boto3_raises() -> None:
+    sleeps: list[float] = []
+    refused = EndpointConnectionError(endpoint_url=ENDPOINT)
+    with pytest.raises(EndpointConnectionError):
+        _call(_Session(refused, refused, refused), sleeps).send_message_batch(QUEUE, ENTRIES)
+    assert len(sleeps) == 2
+    busy = _Response(503, {"__type": "ServiceUnavailable", "message": "busy"})
+    with pytest.raises(ClientError) as raised:
+        _call(_Session(busy, busy, busy)).send_message_batch(QUEUE, ENTRIES)
+    assert raised.value.response["Error"]["Code"] == "ServiceUnavailable"
+
+
+def test_an_error_that_is_not_transient_is_raised_at_once_with_its_query_code() -> None:
+    sleeps: list[float] = []
+    gone = _Response(
+        400,
+        {"__type": "com.amazonaws.sqs#QueueDoesNotExist", "message": "no queue"},
+        {"x-amzn-query-error": "AWS.SimpleQueueService.NonExistentQueue;Sender"},
+    )
+    session = _Session(gone)
+    with pytest.raises(ClientError) as raised:
+        _call(session, sleeps).send_message_batch(QUEUE, ENTRIES)
+    error = raised.value.response["Error"]
+    assert error["Code"] == "AWS.SimpleQueueService.NonExistentQueue"
+    assert error["Message"] == "no queue"
+    assert raised.value.operation_name == "SendMessageBatch"
+    assert sleeps == [] and len(session.requests) == 1
+
+
+def test_partial_failures_are_the_answer_not_an_error() -> None:
+    failed = {"Successful": [], "Failed": [{"Id": "1", "Code": "X", "SenderFault": True}]}
+    answer = _call(_Session(_Response(200, failed))).send_message_batch(QUEUE, ENTRIES)
+    assert [f["Id"] for f in answer["Failed"]] == ["1"]
+
+
+def test_clients_make_it_unless_settings_turn_it_off() -> None:
+    settings = Settings(endpoint_url=ENDPOINT, region="us-east-1")
+    assert isinstance(AwsClients(settings).sqs_send_call(), SendMessageBatchCall)
+    assert AwsClients(replace(settings, sqs_direct_send=False)).sqs_send_call() is None
+    assert Settings.from_env({"BROKER_SQS_DIRECT_SEND": "false"}).sqs_direct_send is False
+    assert Settings.from_env({}).sqs_direct_send is True
+
+
+def test_a_client_of_another_protocol_keeps_botocore() -> None:
+    sts = boto3.session.Session().client("sts", region_name="us-east-1")
+    assert SendMessageBatchCall.for_client(sts, Credentials("a", "b")) is None
