@@ -51,6 +51,7 @@ from chalicelib.core.errors import (
     ConflictError,
     NotFoundError,
     Problem,
+    UnavailableError,
     ValidationError,
 )
 from chalicelib.core.filtering.filters import Filter, MatchAll, build_filter
@@ -218,6 +219,93 @@ class _Cursor:
         self.offset = 0
 
 
+class _ReadAhead:
+    """The batches of a run, read (``read(after)``: the batch after a position, and its messages)
+    on a thread of its own while the run sends and checkpoints the one before: one batch in
+    flight, one ready, one being read, at most. It reads on until a batch ends the range, or
+    ``more()`` is false after one (the run's budget is spent), or ``stop``; a failure to read is
+    handed to the run in that batch's place, so that everything before it is sent and
+    checkpointed first."""
+
+    def __init__(
+        self,
+        read: Callable[[reader.Position], tuple[_Batch, _Messages]],
+        position: reader.Position,
+        more: Callable[[], bool],
+    ) -> None:
+        self._read, self._more = read, more
+        self._changed = threading.Condition()
+        self._ready: tuple[_Batch, _Messages] | BaseException | None = None
+        self._stopped = False
+        self._done = False
+        self._thread = threading.Thread(
+            target=self._reading, args=(position,), name="replay-read", daemon=True
+        )
+        self._thread.start()
+
+    def next(self) -> tuple[_Batch, _Messages]:
+        """The next batch, once read; raises what reading it raised."""
+        with self._changed:
+            while self._ready is None and not self._done:
+                self._changed.wait()
+            item, self._ready = self._ready, None
+            self._changed.notify_all()
+        if item is None:  # not reached: the run stops after an end batch or its budget
+            raise UnavailableError("replay: no batch was read")
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def merged_end(self, batch: _Batch) -> _Batch:
+        """``batch``, made the range's last when the batch read after it (already) ends the
+        range with nothing in it: one checkpoint less, and one round."""
+        with self._changed:
+            item = self._ready
+            if (
+                isinstance(item, tuple)
+                and item[0].end
+                and not item[0].events
+                and not item[0].read
+                and not item[1][0]  # no messages: nothing that needs sending
+                and not item[1][1]  # no missing payloads
+            ):
+                self._ready = None
+                self._changed.notify_all()
+                return _Batch(batch.events, batch.read, item[0].position, end=True)
+        return batch
+
+    def stop(self) -> None:
+        """Stop reading (a batch being read is finished and dropped) and wait for the thread."""
+        with self._changed:
+            self._stopped = True
+            self._changed.notify_all()
+        self._thread.join()
+
+    def _reading(self, position: reader.Position) -> None:
+        try:
+            while True:
+                batch, messages = self._read(position)
+                if not self._hand_on((batch, messages)) or batch.end or not self._more():
+                    return
+                position = batch.position
+        except BaseException as exc:  # raised in the run, in place of the batch
+            self._hand_on(exc)
+        finally:
+            with self._changed:
+                self._done = True
+                self._changed.notify_all()
+
+    def _hand_on(self, item: tuple[_Batch, _Messages] | BaseException) -> bool:
+        with self._changed:
+            while self._ready is not None and not self._stopped:
+                self._changed.wait()
+            if self._stopped:
+                return False
+            self._ready = item
+            self._changed.notify_all()
+            return True
+
+
 class _LostLeaseError(Exception):
     """The replay was deleted (cancelled), re-created, or taken by another run."""
 
@@ -378,50 +466,48 @@ class ReplayRunner:
         state = dict(stored.state)
         position = reader.Position(str(state.get("key", "")), int(state.get("offset", 0)))
         cursor = _Cursor(self._objects(replay, position))
-        batch = self._next_batch(replay, cursor, position)
-        messages = self._messages(replay, routes, extra, batch)
-        while True:
-            # The next batch is read and made into messages while this one's calls are in
-            # flight; it is sent only once this one is checkpointed (a crash re-sends at most
-            # one batch).
-            sending = self._start(replay, messages)
-            following: tuple[_Batch, _Messages] | None = None
-            try:
-                if not batch.end and self._monotonic() < deadline:
-                    more = self._next_batch(replay, cursor, batch.position)
-                    following = more, self._messages(replay, routes, extra, more)
-            finally:
-                # Every call of this batch ends before the run does, even when reading the next
-                # one failed: no call outlives its run (a next run would send it again beside it).
-                sent, missing_payloads = sending()
-            position = batch.position
-            state.update(
-                key=position.key,
-                offset=position.offset,
-                events_read=int(state.get("events_read", 0)) + batch.read,
-                events_enqueued=int(state.get("events_enqueued", 0)) + sent,
-            )
-            if missing_payloads:
-                state["events_missing"] = int(state.get("events_missing", 0)) + missing_payloads
-            if batch.events:
-                state["last_arrival"] = str(batch.events[-1]["at"])
-            if batch.end:
+
+        def read(after: reader.Position) -> tuple[_Batch, _Messages]:
+            batch = self._next_batch(replay, cursor, after)
+            return batch, self._messages(replay, routes, extra, batch)
+
+        # The batches that follow are read and made into messages on a thread of their own
+        # while this one's calls are in flight and it is checkpointed; each is sent only once
+        # the one before is checkpointed (a crash re-sends at most one batch).
+        ahead = _ReadAhead(read, position, lambda: self._monotonic() < deadline)
+        try:
+            while True:
+                batch, messages = ahead.next()
+                sent, missing_payloads = self._start(replay, messages)()
+                if not batch.end:
+                    batch = ahead.merged_end(batch)  # the range ended just after: one write
                 state.update(
-                    phase=rp.SUCCEEDED_PHASE,
-                    reason="Completed",
-                    message="",
-                    completed_at=rfc3339(self._clock()),
-                    lease_until="",
+                    key=batch.position.key,
+                    offset=batch.position.offset,
+                    events_read=int(state.get("events_read", 0)) + batch.read,
+                    events_enqueued=int(state.get("events_enqueued", 0)) + sent,
                 )
-                self._checkpoint(stored, state)
-                return True
-            if self._monotonic() >= deadline:
-                state["lease_until"] = ""  # the next run may start at once
-                self._checkpoint(stored, state)
-                return False
-            stored = self._checkpoint(stored, state)
-            assert following is not None
-            batch, messages = following
+                if missing_payloads:
+                    state["events_missing"] = int(state.get("events_missing", 0)) + missing_payloads
+                if batch.events:
+                    state["last_arrival"] = str(batch.events[-1]["at"])
+                if batch.end:
+                    state.update(
+                        phase=rp.SUCCEEDED_PHASE,
+                        reason="Completed",
+                        message="",
+                        completed_at=rfc3339(self._clock()),
+                        lease_until="",
+                    )
+                    self._checkpoint(stored, state)
+                    return True
+                if self._monotonic() >= deadline:
+                    state["lease_until"] = ""  # the next run may start at once
+                    self._checkpoint(stored, state)
+                    return False
+                stored = self._checkpoint(stored, state)
+        finally:
+            ahead.stop()  # what it read beyond the last checkpoint is read again next run
 
     def _finish(self, stored: Stored[rp.Replay], phase: str, reason: str, message: str) -> None:
         state = {

@@ -644,7 +644,8 @@ def test_no_call_outlives_a_run_whose_next_batch_cannot_be_read(
 ) -> None:
     """The next batch is read while this one's calls are in flight: when that read fails, the run
     still waits for those calls before it ends (else a next run would send the batch again beside
-    calls still running), and checkpoints nothing past them."""
+    calls still running), checkpoints the batch they sent and nothing past it, and the next run
+    goes on from there without sending it again."""
     h = _setup({"a": None})
     keys = _archived_in_objects(h, 2, 10)
     read = h.blobs.get
@@ -660,8 +661,12 @@ def test_no_call_outlives_a_run_whose_next_batch_cannot_be_read(
     with pytest.raises(UnavailableError):
         runner.run("ns", "default", "r", 10.0)
     assert queues.calls == 1 and sum(queues.in_flight.values()) == 0  # ended with the run
-    assert _status(h, "r")["progress"].get("eventsEnqueued", 0) == 0  # nothing checkpointed
+    assert _status(h, "r")["progress"]["eventsEnqueued"] == 10  # that batch, checkpointed
+    assert _position(h, "r")[:2] == (keys[0], 10)
     assert sorted(_ids(drain(h, "a"))) == [f"e{i}" for i in range(10)]
+    monkeypatch.setattr(h.blobs, "get", read)  # S3 is back: its next run (same lease) goes on
+    assert runner.run("ns", "default", "r", 10.0)
+    assert sorted(_ids(drain(h, "a"))) == [f"e{i}" for i in range(10, 20)]  # none sent again
 
 
 def test_packs_of_text_sqs_refuses_stay_within_their_bound() -> None:
@@ -747,3 +752,37 @@ def test_unreadable_lines_and_objects_are_counted_skipped_and_never_stop_the_rep
     metrics.flush()
     assert metrics._counters["replay_unreadable_record_count", ()] == 1
     assert metrics._counters["replay_unreadable_object_count", ()] == 1
+
+
+class _SendsAfterTheReaderEnds(MemoryQueues):
+    """Sends the events of ``last`` only once the run's reading thread has read to the range's
+    end and exited (a deadline of 5 s), so that the run sees that end before it checkpoints."""
+
+    def __init__(self, inner: MemoryQueues, last: str) -> None:
+        self.inner, self.last = inner, last
+
+    def send_batch(self, name: str, messages: Any) -> list[str]:
+        if any(self.last in m.body for m in messages):
+            deadline = time.monotonic() + 5.0
+            while any(t.name == "replay-read" for t in threading.enumerate()):
+                assert time.monotonic() < deadline, "the reading thread did not end"
+                time.sleep(0.005)
+        return self.inner.send_batch(name, messages)
+
+
+def test_a_range_ending_with_a_full_batch_is_finished_by_that_batchs_checkpoint() -> None:
+    """Read ahead, the batch after the last full one is empty and ends the range: the last full
+    batch's checkpoint finishes the replay (no write of an empty batch after it)."""
+    h = harness()
+    store = _CrashingStore(crash_at=0)  # counts the checkpoints, never crashes
+    h.store = store
+    h.container.store = store  # type: ignore[misc]
+    h.broker()
+    h.trigger("a")
+    keys = _archived_in_objects(h, 2, 10)
+    queues = _SendsAfterTheReaderEnds(h.queues, '"id":"e19"')
+    assert _runner(h, store, queues=queues).run("ns", "default", "r", 10.0)
+    assert store.checkpoints == 2  # the first object's batch; the second's, the last
+    assert _position(h, "r") == (keys[1], 10, 20)
+    assert _condition(_status(h, "r"), "Succeeded")["status"] == "True"
+    assert sorted(_ids(drain(h, "a"))) == sorted(f"e{i}" for i in range(20))
