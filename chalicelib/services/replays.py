@@ -306,6 +306,10 @@ class _ReadAhead:
             return True
 
 
+class _NotSentError(Exception):
+    """The run ended before its first batch was to be sent (no lease, or no broker)."""
+
+
 class _LostLeaseError(Exception):
     """The replay was deleted (cancelled), re-created, or taken by another run."""
 
@@ -389,14 +393,22 @@ class ReplayRunner:
         if now < ready_at:
             self._note_waiting(stored, ready_at)
             return False
-        leased = self._acquire(stored, now)
-        if leased is None:
-            return False
+        # The archive is read from the stored position at once, beside taking the lease and
+        # loading the triggers; nothing is made into messages or sent before both are done.
+        plan: Future[tuple[list[Route], Filter | None]] = Future()
+        ahead = self._read_ahead(stored.resource, stored.state, plan, deadline)
         try:
-            return self._run(leased, deadline)
+            leased = self._acquire(stored, now)
+            if leased is None:
+                return False
+            return self._run(leased, ahead, plan, deadline)
         except _LostLeaseError:
             log.info("replay %s/%s stopped: cancelled or taken over", namespace, name)
             return True
+        finally:
+            if not plan.done():
+                plan.set_exception(_NotSentError())  # the reading stops at its first batch
+            ahead.stop()  # what it read beyond the last checkpoint is read again next run
 
     # ---- the lease ------------------------------------------------------------------------------
 
@@ -447,7 +459,30 @@ class ReplayRunner:
 
     # ---- the work -------------------------------------------------------------------------------
 
-    def _run(self, stored: Stored[rp.Replay], deadline: float) -> bool:
+    def _read_ahead(
+        self,
+        replay: rp.Replay,
+        state: Mapping[str, Any],
+        plan: Future[tuple[list[Route], Filter | None]],
+        deadline: float,
+    ) -> _ReadAhead:
+        position = reader.Position(str(state.get("key", "")), int(state.get("offset", 0)))
+        cursor = _Cursor(self._objects(replay, position))
+
+        def read(after: reader.Position) -> tuple[_Batch, _Messages]:
+            batch = self._next_batch(replay, cursor, after)
+            routes, extra = plan.result()
+            return batch, self._messages(replay, routes, extra, batch)
+
+        return _ReadAhead(read, position, lambda: self._monotonic() < deadline)
+
+    def _run(
+        self,
+        stored: Stored[rp.Replay],
+        ahead: _ReadAhead,
+        plan: Future[tuple[list[Route], Filter | None]],
+        deadline: float,
+    ) -> bool:
         replay = stored.resource
         config = self._load(replay.namespace, replay.broker)
         if config is None:
@@ -463,51 +498,41 @@ class ReplayRunner:
                 return True
             routes = [by_name[t] for t in replay.triggers]
         extra: Filter | None = build_filter(None, replay.filters) if replay.filters else None
+        plan.set_result((routes, extra))
         state = dict(stored.state)
-        position = reader.Position(str(state.get("key", "")), int(state.get("offset", 0)))
-        cursor = _Cursor(self._objects(replay, position))
-
-        def read(after: reader.Position) -> tuple[_Batch, _Messages]:
-            batch = self._next_batch(replay, cursor, after)
-            return batch, self._messages(replay, routes, extra, batch)
-
         # The batches that follow are read and made into messages on a thread of their own
         # while this one's calls are in flight and it is checkpointed; each is sent only once
         # the one before is checkpointed (a crash re-sends at most one batch).
-        ahead = _ReadAhead(read, position, lambda: self._monotonic() < deadline)
-        try:
-            while True:
-                batch, messages = ahead.next()
-                sent, missing_payloads = self._start(replay, messages)()
-                if not batch.end:
-                    batch = ahead.merged_end(batch)  # the range ended just after: one write
+        while True:
+            batch, messages = ahead.next()
+            sent, missing_payloads = self._start(replay, messages)()
+            if not batch.end:
+                batch = ahead.merged_end(batch)  # the range ended just after: one write
+            state.update(
+                key=batch.position.key,
+                offset=batch.position.offset,
+                events_read=int(state.get("events_read", 0)) + batch.read,
+                events_enqueued=int(state.get("events_enqueued", 0)) + sent,
+            )
+            if missing_payloads:
+                state["events_missing"] = int(state.get("events_missing", 0)) + missing_payloads
+            if batch.events:
+                state["last_arrival"] = str(batch.events[-1]["at"])
+            if batch.end:
                 state.update(
-                    key=batch.position.key,
-                    offset=batch.position.offset,
-                    events_read=int(state.get("events_read", 0)) + batch.read,
-                    events_enqueued=int(state.get("events_enqueued", 0)) + sent,
+                    phase=rp.SUCCEEDED_PHASE,
+                    reason="Completed",
+                    message="",
+                    completed_at=rfc3339(self._clock()),
+                    lease_until="",
                 )
-                if missing_payloads:
-                    state["events_missing"] = int(state.get("events_missing", 0)) + missing_payloads
-                if batch.events:
-                    state["last_arrival"] = str(batch.events[-1]["at"])
-                if batch.end:
-                    state.update(
-                        phase=rp.SUCCEEDED_PHASE,
-                        reason="Completed",
-                        message="",
-                        completed_at=rfc3339(self._clock()),
-                        lease_until="",
-                    )
-                    self._checkpoint(stored, state)
-                    return True
-                if self._monotonic() >= deadline:
-                    state["lease_until"] = ""  # the next run may start at once
-                    self._checkpoint(stored, state)
-                    return False
-                stored = self._checkpoint(stored, state)
-        finally:
-            ahead.stop()  # what it read beyond the last checkpoint is read again next run
+                self._checkpoint(stored, state)
+                return True
+            if self._monotonic() >= deadline:
+                state["lease_until"] = ""  # the next run may start at once
+                self._checkpoint(stored, state)
+                return False
+            stored = self._checkpoint(stored, state)
 
     def _finish(self, stored: Stored[rp.Replay], phase: str, reason: str, message: str) -> None:
         state = {

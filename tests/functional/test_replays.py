@@ -307,6 +307,8 @@ def test_a_crashed_runs_lease_keeps_other_runs_off_until_it_expires() -> None:
         _runner(h, store).run("ns", "default", "r", 10.0)
     assert not _runner(h, store).run("ns", "default", "r", 10.0)
     assert len(drain(h, "a")) == 5  # only the crashed run's batch
+    # It read the archive beside asking for the lease; that reading ended with the run.
+    assert not [t for t in threading.enumerate() if t.name == "replay-read"]
 
 
 def test_a_budget_stops_after_a_batch_and_the_next_run_continues() -> None:
