@@ -22,7 +22,10 @@ msgspec) — and everything that decides correctness is botocore's own:
   failures in a row); every call here makes its own 3 attempts at most.
 
 Where the client does not speak that protocol (an older botocore, where SQS used the query
-protocol), ``for_client`` answers None and the caller keeps ``client.send_message_batch``.
+protocol), or where botocore's calls are instrumented (X-Ray traces each call by wrapping
+botocore), ``for_client`` answers None and the caller keeps ``client.send_message_batch``. Hooks
+registered on the client's events (``before-call.sqs``...) do not see these calls: the
+benchmarks that count calls that way send through boto3 (the calls are the same).
 ``Settings.sqs_direct_send`` (``BROKER_SQS_DIRECT_SEND=false``) turns this off.
 """
 
@@ -121,6 +124,9 @@ class SendMessageBatchCall:
         if protocol != "json" or "targetPrefix" not in model.metadata or http is None:
             log.info("SendMessageBatch through botocore (protocol %s)", protocol)
             return None
+        if _instrumented():
+            log.info("SendMessageBatch through botocore: its calls are instrumented (X-Ray)")
+            return None
         return cls(client, credentials, http)
 
     def send_message_batch(self, queue_url: str, entries: Sequence[Mapping[str, Any]]) -> Any:
@@ -169,6 +175,15 @@ class SendMessageBatchCall:
                     raise caught
                 raise ClientError(parsed, OPERATION)
             self._sleep(self._policy.compute_retry_delay(context))
+
+
+def _instrumented() -> bool:
+    """Whether botocore's calls are wrapped (the X-Ray SDK, which Powertools' Tracer turns on
+    where it is installed, wraps ``BaseClient._make_api_call`` to trace each call): a call made
+    here would be missing from the traces, so botocore makes it."""
+    from botocore.client import BaseClient
+
+    return getattr(BaseClient._make_api_call, "__wrapped__", None) is not None
 
 
 def _protocol(model: Any) -> str:

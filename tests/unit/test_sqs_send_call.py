@@ -205,3 +205,20 @@ def test_clients_make_it_unless_settings_turn_it_off() -> None:
 def test_a_client_of_another_protocol_keeps_botocore() -> None:
     sts = boto3.session.Session().client("sts", region_name="us-east-1")
     assert SendMessageBatchCall.for_client(sts, Credentials("a", "b")) is None
+
+
+def test_instrumented_botocore_keeps_its_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """X-Ray wraps ``BaseClient._make_api_call`` to trace every call: then botocore sends."""
+    import functools
+
+    from botocore.client import BaseClient
+
+    original = BaseClient._make_api_call
+
+    @functools.wraps(original)
+    def traced(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return original(self, *args, **kwargs)
+
+    assert SendMessageBatchCall.for_client(_client(), Credentials("a", "b")) is not None
+    monkeypatch.setattr(BaseClient, "_make_api_call", traced)
+    assert SendMessageBatchCall.for_client(_client(), Credentials("a", "b")) is None
