@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 import time
+import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -178,12 +180,18 @@ class SendMessageBatchCall:
 
 
 def _instrumented() -> bool:
-    """Whether botocore's calls are wrapped (the X-Ray SDK, which Powertools' Tracer turns on
-    where it is installed, wraps ``BaseClient._make_api_call`` to trace each call): a call made
-    here would be missing from the traces, so botocore makes it."""
+    """Whether botocore's calls are wrapped by something else than botocore (the X-Ray SDK,
+    which Powertools' Tracer turns on where it is installed, and OpenTelemetry wrap
+    ``BaseClient._make_api_call`` with wrapt to trace each call): a call made here would be
+    missing from the traces, so botocore makes it."""
+    import botocore
     from botocore.client import BaseClient
 
-    return getattr(BaseClient._make_api_call, "__wrapped__", None) is not None
+    made = BaseClient.__dict__.get("_make_api_call")
+    if not isinstance(made, types.FunctionType):
+        return True  # a wrapt proxy
+    home = os.path.dirname(os.path.abspath(botocore.__file__))
+    return not os.path.abspath(made.__code__.co_filename).startswith(home + os.sep)
 
 
 def _protocol(model: Any) -> str:
