@@ -291,9 +291,6 @@ def measure() -> list[Shape]:
     # and spool what they carry for the shutdown extension, as on Lambda (a directory of its own)
     spool_dir = tempfile.mkdtemp(prefix="cost-spool-")
     os.environ["BROKER_ARCHIVE_SPOOL_DIR"] = spool_dir
-    # Calls are counted by hooks on the boto3 clients' events: SendMessageBatch goes through
-    # boto3 here (the direct path, adapters/sqs_send_call.py, makes the same calls unhooked).
-    os.environ["BROKER_SQS_DIRECT_SEND"] = "false"
     opts = DevOptions(port=free_port(), aws_port=free_port(), reconcile_interval=3600)
     runtime = LocalRuntime(opts, say=lambda line: None)
     assert runtime.start() == 0, "the local runtime did not start"

@@ -222,9 +222,6 @@ def add_idle_triggers(url: str, sub_url: str, count: int) -> None:
 
 def measure_calls() -> tuple[dict[str, float], str, dict[str, int]]:
     """The same stream through a runtime in this process, its boto3 clients instrumented."""
-    # Calls are counted by hooks on the boto3 clients' events: SendMessageBatch goes through
-    # boto3 here (the direct path, adapters/sqs_send_call.py, makes the same calls unhooked).
-    os.environ["BROKER_SQS_DIRECT_SEND"] = "false"
     opts = DevOptions(port=free_port(), aws_port=free_port(), reconcile_interval=3600)
     runtime = LocalRuntime(opts, say=lambda line: None)
     assert runtime.start() == 0, "the local runtime did not start"
@@ -345,9 +342,6 @@ def measure_dedup_calls() -> tuple[dict[str, float], str]:
 
     os.environ.pop("AWS_ENDPOINT_URL", None)
     container._from_env.cache_clear()
-    # Calls are counted by hooks on the boto3 clients' events: SendMessageBatch goes through
-    # boto3 here (the direct path, adapters/sqs_send_call.py, makes the same calls unhooked).
-    os.environ["BROKER_SQS_DIRECT_SEND"] = "false"
     opts = DevOptions(port=free_port(), aws_port=free_port(), reconcile_interval=3600)
     runtime = LocalRuntime(opts, say=lambda line: None)
     assert runtime.start() == 0, "the local runtime did not start"

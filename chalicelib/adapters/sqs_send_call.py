@@ -24,8 +24,10 @@ msgspec) — and everything that decides correctness is botocore's own:
 Where the client does not speak that protocol (an older botocore, where SQS used the query
 protocol), or where botocore's calls are instrumented (X-Ray traces each call by wrapping
 botocore), ``for_client`` answers None and the caller keeps ``client.send_message_batch``. Hooks
-registered on the client's events (``before-call.sqs``...) do not see these calls: the
-benchmarks that count calls that way send through boto3 (the calls are the same).
+registered on the client's events see these calls as botocore's own: ``before-parameter-build``,
+``before-call`` (whose handlers may add headers, or answer in the call's place as botocore's
+Stubber does) and ``after-call`` are emitted with the same arguments (the local runtime wakes an
+idle queue's pollers that way; the benchmarks count calls that way).
 ``Settings.sqs_direct_send`` (``BROKER_SQS_DIRECT_SEND=false``) turns this off.
 """
 
@@ -53,10 +55,10 @@ except ImportError:  # pragma: no cover - where msgspec is not installed
     _msgspec_encode = None
 
 
-def encode_body(queue_url: str, entries: Sequence[Mapping[str, Any]]) -> bytes:
-    """The request body: msgspec's compact UTF-8 JSON, or the stdlib's (as botocore writes it)
-    for what msgspec refuses (a string with a lone surrogate, which SQS then refuses in turn)."""
-    body = {"QueueUrl": queue_url, "Entries": list(entries)}
+def encode_body(params: Mapping[str, Any]) -> bytes:
+    """The request body of ``params``: msgspec's compact UTF-8 JSON, or the stdlib's (as botocore
+    writes it) for what msgspec refuses (a lone surrogate, which SQS then refuses in turn)."""
+    body = dict(params)
     if _msgspec_encode is not None:
         try:
             return _msgspec_encode(body)
@@ -98,6 +100,8 @@ class SendMessageBatchCall:
         self._http = http_session
         self._sleep = sleep
         self._max_attempts = max_attempts
+        self._events = client.meta.events
+        self._service_id = model.service_id.hyphenize()
         headers = {
             "X-Amz-Target": f"{model.metadata['targetPrefix']}.{OPERATION}",
             "Content-Type": f"application/x-amz-json-{model.metadata.get('jsonVersion', '1.0')}",
@@ -132,19 +136,67 @@ class SendMessageBatchCall:
         return cls(client, credentials, http)
 
     def send_message_batch(self, queue_url: str, entries: Sequence[Mapping[str, Any]]) -> Any:
+        """As ``client.send_message_batch(QueueUrl=..., Entries=...)``, with the client's events
+        emitted as botocore emits them (``before-parameter-build``, ``before-call``, whose
+        handlers may add headers or answer in its place, as botocore's Stubber does, and
+        ``after-call``): what watches or counts the client's calls sees these too."""
+        from botocore.exceptions import ClientError
+
+        event = f"{self._service_id}.{OPERATION}"
+        context: dict[str, Any] = {}
+        params: dict[str, Any] = {"QueueUrl": queue_url, "Entries": list(entries)}
+        self._events.emit(
+            f"before-parameter-build.{event}",
+            params=params,
+            model=self._operation,
+            context=context,
+        )
+        request = {
+            "url_path": "/",
+            "query_string": "",
+            "method": "POST",
+            "headers": dict(self._headers),
+            "body": encode_body(params),
+            "url": self._url,
+            "context": context,
+        }
+        _, answered = self._events.emit_until_response(
+            f"before-call.{event}",
+            model=self._operation,
+            params=request,
+            request_signer=None,
+            context=context,
+        )
+        if answered is not None:
+            response, parsed = answered
+        else:
+            response, parsed = self._send(request["body"], request["headers"])
+        self._events.emit(
+            f"after-call.{event}",
+            http_response=response,
+            parsed=parsed,
+            model=self._operation,
+            context=context,
+        )
+        if response.status_code >= 300:
+            raise ClientError(parsed, OPERATION)
+        return parsed
+
+    def _send(self, body: bytes, headers: Mapping[str, str]) -> tuple[Any, Any]:
+        """The answer and its parsed form, once one is not to be retried; raises the transport
+        error of the last attempt when none came."""
         from botocore.auth import SigV4Auth
         from botocore.awsrequest import AWSRequest
-        from botocore.exceptions import ClientError, HTTPClientError, NoCredentialsError
         from botocore.exceptions import ConnectionError as BotoConnectionError
+        from botocore.exceptions import HTTPClientError, NoCredentialsError
         from botocore.retries.standard import RetryContext
 
-        body = encode_body(queue_url, entries)
         attempt = 0
         while True:
             attempt += 1
             if self._credentials is None:
                 raise NoCredentialsError()
-            request = AWSRequest("POST", self._url, data=body, headers=dict(self._headers))
+            request = AWSRequest("POST", self._url, data=body, headers=dict(headers))
             frozen = self._credentials.get_frozen_credentials()
             SigV4Auth(frozen, self._signing_name, self._region).add_auth(request)
             request.headers["amz-sdk-request"] = f"attempt={attempt}; max={self._max_attempts}"
@@ -164,7 +216,7 @@ class SendMessageBatchCall:
             except (BotoConnectionError, HTTPClientError) as exc:  # refused, reset, timed out
                 caught = exc
             if caught is None and response.status_code < 300:
-                return parsed
+                return response, parsed
             context = RetryContext(
                 attempt_number=attempt,
                 operation_model=self._operation,
@@ -175,7 +227,7 @@ class SendMessageBatchCall:
             if not self._policy.should_retry(context):
                 if caught is not None:
                     raise caught
-                raise ClientError(parsed, OPERATION)
+                return response, parsed
             self._sleep(self._policy.compute_retry_delay(context))
 
 

@@ -67,9 +67,11 @@ def _client() -> Any:
     )
 
 
-def _call(session: _Session, sleeps: list[float] | None = None) -> SendMessageBatchCall:
+def _call(
+    session: _Session, sleeps: list[float] | None = None, client: Any = None
+) -> SendMessageBatchCall:
     return SendMessageBatchCall(
-        _client(),
+        client or _client(),
         Credentials("AKIDEXAMPLE", "secret"),
         session,
         sleep=(sleeps if sleeps is not None else []).append,
@@ -130,16 +132,17 @@ def test_msgspec_writes_the_same_json_and_signs_what_it_sends(frozen_time: None)
     _call(session).send_message_batch(QUEUE, ENTRIES)
     sent = session.requests[0]
     assert json.loads(sent.body) == json.loads(_boto3_request(ENTRIES).body)
-    assert sent.body == encode_body(QUEUE, ENTRIES)  # compact UTF-8, not botocore's
+    assert sent.body == encode_body(
+        {"QueueUrl": QUEUE, "Entries": ENTRIES}
+    )  # compact UTF-8, not botocore's
     signed = "SignedHeaders=content-type;host;x-amz-date;x-amz-target;x-amzn-query-mode"
     assert signed in _text(sent.headers["Authorization"])
 
 
 def test_a_lone_surrogate_is_written_as_botocore_writes_it() -> None:
     entries = [{"Id": "0", "MessageBody": "bad \ud800"}]
-    assert (
-        encode_body(QUEUE, entries) == json.dumps({"QueueUrl": QUEUE, "Entries": entries}).encode()
-    )
+    params = {"QueueUrl": QUEUE, "Entries": entries}
+    assert encode_body(params) == json.dumps(params).encode()
 
 
 def test_transient_and_throttling_answers_are_retried_with_botocores_backoff() -> None:
@@ -229,3 +232,48 @@ def test_instrumented_botocore_keeps_its_calls(monkeypatch: pytest.MonkeyPatch) 
 
     monkeypatch.setattr(BaseClient, "_make_api_call", Proxy())
     assert SendMessageBatchCall.for_client(_client(), Credentials("a", "b")) is None
+
+
+def test_the_clients_events_see_the_call_as_botocores() -> None:
+    """What watches a client's calls (the local runtime wakes an idle queue's pollers after a
+    send; the benchmarks count calls) sees these: the same three events, the same arguments."""
+    client = _client()
+    seen: list[tuple[str, Any]] = []
+
+    def watch(event_name: str, **kwargs: Any) -> None:
+        if event_name.startswith("before-parameter-build"):
+            seen.append((event_name, kwargs["params"]["QueueUrl"]))
+            kwargs["context"]["queue"] = kwargs["params"]["QueueUrl"]
+        elif event_name.startswith("before-call"):
+            seen.append((event_name, kwargs["model"].name))
+            kwargs["params"]["headers"]["X-Amzn-Trace-Id"] = "Root=1-abc"
+        else:
+            seen.append((event_name, (kwargs["context"]["queue"], kwargs["parsed"]["Failed"])))
+
+    for name in ("before-parameter-build", "before-call", "after-call"):
+        client.meta.events.register(f"{name}.sqs.SendMessageBatch", watch)
+    session = _Session(_Response(200, OK))
+    _call(session, client=client).send_message_batch(QUEUE, ENTRIES)
+    assert seen == [
+        ("before-parameter-build.sqs.SendMessageBatch", QUEUE),
+        ("before-call.sqs.SendMessageBatch", "SendMessageBatch"),
+        ("after-call.sqs.SendMessageBatch", (QUEUE, [])),
+    ]
+    assert _text(session.requests[0].headers["X-Amzn-Trace-Id"]) == "Root=1-abc"
+
+
+def test_an_answer_given_before_the_call_is_the_answer_as_with_botocores_stubber() -> None:
+    from botocore.stub import Stubber
+
+    client = _client()
+    with Stubber(client) as stub:
+        stub.add_response("send_message_batch", {"Successful": [], "Failed": []})
+        stub.add_client_error("send_message_batch", "AWS.SimpleQueueService.NonExistentQueue")
+        session = _Session()  # nothing is sent
+        call = _call(session, client=client)
+        assert call.send_message_batch(QUEUE, ENTRIES)["Failed"] == []
+        with pytest.raises(ClientError) as raised:
+            call.send_message_batch(QUEUE, ENTRIES)
+        assert raised.value.response["Error"]["Code"] == "AWS.SimpleQueueService.NonExistentQueue"
+        stub.assert_no_pending_responses()
+    assert session.requests == []
