@@ -1,0 +1,321 @@
+"""A replay's packing (docs/replay.md, Throughput): ``ReplayRunner._messages`` writes a pack's
+worth of archived events in one msgspec call (``grouped``, the default) and must make exactly
+the messages of the per-event path (``grouped=False``): the same pack texts, in the same
+messages, in the same order per queue, with the same counts and the same ``missing``, whatever
+the batch holds (non-ASCII text, nulls, infinities, integers msgspec refuses, events too large
+for a pack or near its bound, events lacking a required attribute, events archived by
+reference, one to three routes)."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from chalicelib.core import names
+from chalicelib.core.cloudevents.json_format import dumps_utf8
+from chalicelib.core.cloudevents.sqs_message import (
+    PACK_MAX_BYTES,
+    PACK_MAX_EVENTS,
+    decode_messages,
+    pack_head,
+    pack_overhead,
+)
+from chalicelib.core.filtering.filters import Filter, MatchAll, build_filter
+from chalicelib.core.resources import replay as rp
+from chalicelib.core.resources.delivery_spec import DeliverySpec
+from chalicelib.core.resources.replay import REPLAYS
+from chalicelib.services import replays
+from chalicelib.services.claims import Claims
+from chalicelib.services.metrics import Metrics
+from chalicelib.services.replays import ReplayRunner, RunnerOptions
+from chalicelib.services.resources import Resources
+from chalicelib.services.routing import Route
+from tests.fakes import MemoryBlobs, MemoryStore
+
+ARCHIVE = "archive-bucket"
+REPLAY = rp.parse_replay(
+    "ns", {"spec": {"from": "2026-01-01T00:00:00Z", "to": "2026-01-01T01:00:00Z"}}, "default/r1"
+)
+# Names of different lengths: their packs' heads, so their rooms, differ.
+ROUTE_NAMES = ("a", "orders", "a-trigger-with-a-much-longer-name-than-the-others-" + "x" * 20)
+PACKABLE = PACK_MAX_BYTES - 1024  # as replays._PACKABLE_BYTES: a longer text goes alone
+
+
+def _route(name: str, fifo: bool = False, filter: Filter | None = None) -> Route:
+    return Route(
+        namespace="ns",
+        broker="default",
+        name=name,
+        queue=names.queue_name("sb-test", "ns", "default", name, fifo=fifo),
+        dlq=names.dlq_name("sb-test", "ns", "default", name, fifo=fifo),
+        subscriber_uri="http://127.0.0.1:9/",
+        delivery=DeliverySpec(),
+        filter=filter or MatchAll(),
+        ready=True,
+    )
+
+
+def _runner(blobs: MemoryBlobs, packs: bool = True) -> ReplayRunner:
+    return ReplayRunner(
+        Resources(MemoryStore(), REPLAYS),
+        lambda namespace, broker: None,
+        lambda queue, bodies: None,
+        Claims(blobs, "claims-bucket", "claims/"),
+        blobs,
+        blobs,
+        Metrics(False),
+        RunnerOptions(archive_bucket=ARCHIVE, packs=packs),
+    )
+
+
+# ---- the batches ---------------------------------------------------------------------------
+
+# (kind, weight): what an event's data is; most are plain ASCII of a size that fills packs by
+# count (small) or by bytes (kib, mid), some sit at a pack's bound (near) or past it (big).
+_KINDS = (
+    ["small"] * 8
+    + ["kib"] * 6
+    + ["mid"] * 2
+    + ["near", "big", "unicode", "surrogate", "null", "nullword", "inf", "bigint"]
+    + ["json", "controls", "text", "escapes"]
+)
+_DEFECTS = [None] * 12 + ["no-id", "empty-source", "int-type", "null-specversion", "extension"]
+_REFS = [None] * 10 + ["ref", "ref-gone", "ref-none"]
+
+_Spec = tuple[str, int, str | None, str | None, str]
+_spec = st.tuples(
+    st.sampled_from(_KINDS),
+    st.integers(0, 4000),
+    st.sampled_from(_DEFECTS),
+    st.sampled_from(_REFS),
+    st.text(max_size=12),
+)
+# A stretch of events alike but for their sizes (``n`` plus a spread): long batches, packs
+# filled by bytes at many different points, a few records of another sort in between.
+_stretch = st.tuples(_spec, st.integers(1, 80), st.integers(0, 1500))
+
+
+def _expand(stretches: list[tuple[_Spec, int, int]]) -> list[_Spec]:
+    out: list[_Spec] = []
+    for (kind, n, defect, ref, text), repeat, spread in stretches:
+        if kind in ("near", "big"):
+            repeat = min(repeat, 3)
+        out.extend((kind, n + (j * 7919) % (spread + 1), defect, ref, text) for j in range(repeat))
+    return out
+
+
+def _data(kind: str, n: int, text: str) -> tuple[str, Any]:
+    """(datacontenttype, data) of an event of this kind."""
+    if kind == "small":
+        return "text/plain", "x" * (n % 200)
+    if kind == "kib":
+        return "text/plain", "k" * (500 + n % 2000)
+    if kind == "mid":
+        return "text/plain", "m" * (2000 + n)
+    if kind == "near":  # its text within a few hundred bytes of the bound, either side
+        return "text/plain", "n" * (PACKABLE - 400 + n % 500)
+    if kind == "big":
+        return "text/plain", "b" * (PACKABLE + n)
+    if kind == "unicode":
+        return "text/plain", "é" * (n % 300) + "✓" + text
+    if kind == "surrogate":
+        return "text/plain", "lone \ud800 surrogate"
+    if kind == "null":
+        return "application/json", None
+    if kind == "nullword":
+        return "text/plain", "nullable " * (1 + n % 5)
+    if kind == "inf":
+        return "application/json", {"value": float("inf") if n % 2 else float("-inf")}
+    if kind == "bigint":
+        return "application/json", {"value": 2**70 + n}
+    if kind == "json":
+        return "application/json", {"a": [1, 2.5, -0.0, 1e300, "s"], "b": {"c": True}, "n": n}
+    if kind == "controls":
+        return "text/plain", '\x00\x1f\x7f/\\"\t' + "c" * (n % 50)
+    if kind == "escapes":
+        return "text/plain", "</script>&'" + "\u2028" * (n % 2)
+    return "text/plain", text  # hypothesis's own text
+
+
+def _batch(specs: list[_Spec], blobs: MemoryBlobs) -> Any:
+    records: list[dict[str, Any]] = []
+    for i, (kind, n, defect, ref, text) in enumerate(specs):
+        content_type, data = _data(kind, n, text)
+        event: dict[str, Any] = {
+            "specversion": "1.0",
+            "id": f"e{i}",
+            "source": "/s",
+            "type": "t",
+            "datacontenttype": content_type,
+            "knativearrivaltime": f"2026-01-01T00:00:{i % 60:02d}.000Z",
+            "data": data,
+        }
+        if defect == "no-id":
+            del event["id"]
+        elif defect == "empty-source":
+            event["source"] = ""
+        elif defect == "int-type":
+            event["type"] = 7
+        elif defect == "null-specversion":
+            event["specversion"] = None
+        elif defect == "extension":  # an event replayed before: its extension is replaced
+            event[rp.EXTENSION] = "earlier"
+        record: dict[str, Any] = {
+            "v": 1,
+            "kind": "accepted",
+            "namespace": "ns",
+            "broker": "default",
+            "at": event["knativearrivaltime"],
+            "event": event,
+            "triggers": ["a"],
+            "size": 100,
+        }
+        if ref is not None:
+            key = f"refs/{i}.json"
+            if ref == "ref":
+                # One not writable as JSON (an infinity) is not stored: its payload is gone.
+                with contextlib.suppress(ValueError):
+                    blobs.put(ARCHIVE, key, dumps_utf8(event))
+            record["dataref"] = None if ref == "ref-none" else f"s3://{ARCHIVE}/{key}"
+            if ref != "ref-none":
+                record["event"] = {k: v for k, v in event.items() if k != "data"}
+        records.append(record)
+    return replays._Batch(records, len(records), replays.reader.Position("k", 0), end=True)
+
+
+def _outcome(
+    runner: ReplayRunner, routes: list[Route], extra: Filter | None, batch: Any, grouped: bool
+) -> Any:
+    try:
+        per_queue, missing = runner._messages(
+            REPLAY, routes, extra, copy.deepcopy(batch), grouped=grouped
+        )
+    except Exception as exc:  # the same failure either way
+        return ("raised", type(exc).__name__, str(exc))
+    return list(per_queue.items()), missing
+
+
+@settings(
+    max_examples=250,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    stretches=st.lists(_stretch, max_size=12),
+    route_names=st.lists(st.sampled_from(ROUTE_NAMES), min_size=1, max_size=3, unique=True),
+    variant=st.sampled_from(["every"] * 6 + ["fifo", "filtered", "extra", "no-packs"]),
+)
+def test_grouped_packing_makes_the_per_event_messages(
+    stretches: list[tuple[_Spec, int, int]],
+    route_names: list[str],
+    variant: str,
+) -> None:
+    blobs = MemoryBlobs()
+    batch = _batch(_expand(stretches), blobs)
+    routes = [_route(name) for name in route_names]
+    extra: Filter | None = None
+    if variant == "fifo":  # not every route takes packs: the per-event path, both ways
+        routes.append(_route("ordered", fifo=True))
+    elif variant == "filtered":
+        routes[0] = _route(routes[0].name, filter=build_filter({"type": "t"}, None))
+    elif variant == "extra":
+        extra = build_filter(None, [{"exact": {"type": "t"}}])
+    runner = _runner(blobs, packs=variant != "no-packs")
+    expected = _outcome(runner, routes, extra, batch, grouped=False)
+    got = _outcome(runner, routes, extra, batch, grouped=True)
+    assert got == expected
+
+
+# ---- what the differential test leans on, shown on cases it must meet ----------------------
+
+
+def _plain(i: int, size: int) -> dict[str, Any]:
+    return {
+        "v": 1,
+        "kind": "accepted",
+        "at": "2026-01-01T00:00:00.000Z",
+        "event": {
+            "specversion": "1.0",
+            "id": f"e{i}",
+            "source": "/s",
+            "type": "t",
+            "data": "x" * size,
+        },
+    }
+
+
+def _both(
+    records: list[dict[str, Any]], routes: list[Route], blobs: MemoryBlobs | None = None
+) -> Any:
+    runner = _runner(blobs or MemoryBlobs())
+    batch = replays._Batch(records, len(records), replays.reader.Position("k", 0), end=True)
+    expected = _outcome(runner, routes, None, batch, grouped=False)
+    got = _outcome(runner, routes, None, batch, grouped=True)
+    assert got == expected
+    return got
+
+
+def _room(route: Route) -> int:
+    return PACK_MAX_BYTES - pack_overhead(pack_head("ns", "default", route.name, {}))
+
+
+def test_packs_by_count_and_by_bytes_and_across_runs_of_any_length() -> None:
+    route = _route("a")
+    # 1,000 small events: packs of PACK_MAX_EVENTS, whatever the runs' lengths.
+    ((_, messages),) = _both([_plain(i, 100) for i in range(1000)], [route])[0]
+    assert [n for _, _, n in messages] == [PACK_MAX_EVENTS] * 20
+    # 3 KiB events: packs filled to the room, the last one with the rest.
+    per_queue, missing = _both([_plain(i, 3000) for i in range(250)], [route])
+    counts = [n for _, _, n in per_queue[0][1]]
+    assert sum(counts) == 250 and missing == 0
+    assert len(set(counts[:-1])) == 1 and counts[0] < PACK_MAX_EVENTS
+    for body, _, n in per_queue[0][1]:
+        assert len(body) <= PACK_MAX_BYTES
+        events, packed = decode_messages(body)
+        assert packed and len(events) == n
+
+
+def test_an_event_too_large_for_a_pack_goes_alone_between_the_packs_around_it() -> None:
+    route = _route("a")
+    records = [_plain(i, 100) for i in range(30)] + [_plain(30, PACKABLE)]
+    records += [_plain(i, 100) for i in range(31, 60)]
+    ((_, messages),) = _both(records, [route])[0]
+    # Alone, it is the first message of the queue: the pack before it is still filling.
+    assert [n for _, _, n in messages] == [1, 50, 9]
+    assert '"pack"' not in messages[0][0]
+
+
+def test_a_pack_that_fills_inside_a_run_is_cut_there_for_each_route() -> None:
+    routes = [_route(name) for name in ROUTE_NAMES]
+    assert len({_room(r) for r in routes}) == 3
+    # Sizes chosen so that the pack bound falls at a different event for each route.
+    records = [_plain(i, 1900 + (i * 37) % 400) for i in range(200)]
+    per_queue, _ = _both(records, routes)
+    cuts = {tuple(n for _, _, n in messages) for _, messages in per_queue}
+    assert all(sum(c) == 200 for c in cuts)
+
+
+def test_records_that_are_not_plain_events_keep_their_place() -> None:
+    blobs = MemoryBlobs()
+    whole = {"specversion": "1.0", "id": "ref", "source": "/s", "type": "t", "data": "by ref"}
+    blobs.put(ARCHIVE, "refs/1.json", dumps_utf8(whole))
+    by_ref = {
+        "v": 1,
+        "kind": "accepted",
+        "at": "2026-01-01T00:00:00.000Z",
+        "event": {k: v for k, v in whole.items() if k != "data"},
+        "dataref": f"s3://{ARCHIVE}/refs/1.json",
+    }
+    lacking = _plain(99, 10)
+    del lacking["event"]["id"]
+    records = [_plain(i, 10) for i in range(20)] + [by_ref, lacking]
+    records += [_plain(i, 10) for i in range(20, 40)]
+    ((_, messages),), missing = _both(records, [_route("a")], blobs)
+    assert missing == 1  # the event lacking its id
+    events, _ = decode_messages(messages[0][0])
+    ids = [e.event.id for e in events if e.event is not None]
+    assert ids[20] == "ref" and len(ids) == 41
