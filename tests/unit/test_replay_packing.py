@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chalicelib.core import names
-from chalicelib.core.cloudevents.json_format import dumps_utf8
+from chalicelib.core.cloudevents.json_format import dumps_compact, dumps_utf8
 from chalicelib.core.cloudevents.sqs_message import (
     PACK_MAX_BYTES,
     PACK_MAX_EVENTS,
@@ -83,7 +83,11 @@ _KINDS = (
     + ["near", "big", "unicode", "surrogate", "null", "nullword", "inf", "bigint"]
     + ["json", "controls", "text", "escapes"]
 )
-_DEFECTS = [None] * 12 + ["no-id", "empty-source", "int-type", "null-specversion", "extension"]
+# A required attribute absent, empty, null or not a string (each one, each way); or an event
+# replayed before, whose extension is replaced.
+_REQUIRED = ("specversion", "id", "source", "type")
+_DEFECTS: list[str | None] = [None] * 24 + ["extension"]
+_DEFECTS += [f"{how} {name}" for how in ("absent", "empty", "null", "int") for name in _REQUIRED]
 _REFS = [None] * 10 + ["ref", "ref-gone", "ref-none"]
 
 _Spec = tuple[str, int, str | None, str | None, str]
@@ -154,16 +158,14 @@ def _batch(specs: list[_Spec], blobs: MemoryBlobs) -> Any:
             "knativearrivaltime": f"2026-01-01T00:00:{i % 60:02d}.000Z",
             "data": data,
         }
-        if defect == "no-id":
-            del event["id"]
-        elif defect == "empty-source":
-            event["source"] = ""
-        elif defect == "int-type":
-            event["type"] = 7
-        elif defect == "null-specversion":
-            event["specversion"] = None
-        elif defect == "extension":  # an event replayed before: its extension is replaced
+        if defect == "extension":
             event[rp.EXTENSION] = "earlier"
+        elif defect is not None:
+            how, name = defect.split()
+            if how == "absent":
+                del event[name]
+            else:
+                event[name] = {"empty": "", "null": None, "int": 7}[how]
         record: dict[str, Any] = {
             "v": 1,
             "kind": "accepted",
@@ -319,3 +321,43 @@ def test_records_that_are_not_plain_events_keep_their_place() -> None:
     events, _ = decode_messages(messages[0][0])
     ids = [e.event.id for e in events if e.event is not None]
     assert ids[20] == "ref" and len(ids) == 41
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    room=st.integers(120, 3000),
+    steps=st.lists(
+        st.tuples(st.booleans(), st.lists(st.integers(0, 150), min_size=1, max_size=60)),
+        max_size=25,
+    ),
+)
+def test_a_packer_given_runs_makes_the_packs_it_makes_text_by_text(
+    room: int, steps: list[tuple[bool, list[int]]]
+) -> None:
+    """The packer's bounds at every byte: a small room (set on both packers) puts its edge,
+    and the count's, at many places inside runs and between them."""
+    head = pack_head("ns", "default", "a", {})
+    by_text: list[Any] = []
+    by_run: list[Any] = []
+    one, other = replays._Packer(head, by_text), replays._Packer(head, by_run)
+    one._room = other._room = room
+    shortest = replays._SHORTEST_TEXT + len("r1")
+    for i, (as_run, sizes) in enumerate(steps):
+        docs = [
+            {"specversion": "1.0", "id": f"e{i}.{j}", "source": "/s", "type": "t", "data": "x" * n}
+            for j, n in enumerate(sizes)
+        ]
+        docs = [{**doc, rp.EXTENSION: "r1"} for doc in docs]
+        texts = [dumps_compact(doc) for doc in docs]
+        for text in texts:
+            one.add(text)
+        run = replays._Run.of(docs, shortest) if as_run else None
+        if run is None:  # the per-event path between runs
+            for text in texts:
+                other.add(text)
+        else:
+            other.add_run(run)
+    one.flush()
+    other.flush()
+    assert by_run == by_text
+    assert all(n <= PACK_MAX_EVENTS for _, _, n in by_text)
