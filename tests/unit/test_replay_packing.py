@@ -12,7 +12,7 @@ import contextlib
 import copy
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from chalicelib.core import names
@@ -323,31 +323,52 @@ def test_records_that_are_not_plain_events_keep_their_place() -> None:
     assert ids[20] == "ref" and len(ids) == 41
 
 
-@settings(max_examples=300, deadline=None)
+def _doc(i: int, j: int, n: int) -> dict[str, Any]:
+    """An event whose text is ``_BARE`` + ``n`` bytes long (ids of one length)."""
+    return {
+        "specversion": "1.0",
+        "id": f"e{i:02d}{j:02d}",
+        "source": "/s",
+        "type": "t",
+        "data": "x" * n,
+        rp.EXTENSION: "r1",
+    }
+
+
+_BARE = len(dumps_compact(_doc(0, 0, 0)))
+_SIZES = st.sampled_from([0] * 8 + [1, 7, 150])  # mostly texts of one length
+
+
+@settings(max_examples=400, deadline=None)
 @given(
-    room=st.integers(120, 3000),
+    texts_per_pack=st.integers(1, 6) | st.integers(7, 60),
+    offset=st.integers(-2, 2),
     steps=st.lists(
-        st.tuples(st.booleans(), st.lists(st.integers(0, 150), min_size=1, max_size=60)),
+        st.tuples(
+            st.booleans(),
+            st.lists(_SIZES, min_size=1, max_size=6) | st.lists(_SIZES, min_size=1, max_size=60),
+        ),
         max_size=25,
     ),
 )
+# A room one byte short of three texts: a run of two fills a pack exactly, the next run
+# starts the next pack, and a text after it must start a third.
+@example(texts_per_pack=3, offset=-1, steps=[(True, [0, 0]), (True, [0, 0]), (False, [0])])
+@example(texts_per_pack=3, offset=0, steps=[(True, [0, 0]), (True, [0, 0, 0]), (True, [0])])
 def test_a_packer_given_runs_makes_the_packs_it_makes_text_by_text(
-    room: int, steps: list[tuple[bool, list[int]]]
+    texts_per_pack: int, offset: int, steps: list[tuple[bool, list[int]]]
 ) -> None:
-    """The packer's bounds at every byte: a small room (set on both packers) puts its edge,
-    and the count's, at many places inside runs and between them."""
+    """The packer's bounds at every byte: a small room (set on both packers), mostly texts of
+    one length and a room a byte or two either side of a whole number of them, put the edge of
+    the room (and of the count) at many places inside runs and between them."""
     head = pack_head("ns", "default", "a", {})
     by_text: list[Any] = []
     by_run: list[Any] = []
     one, other = replays._Packer(head, by_text), replays._Packer(head, by_run)
-    one._room = other._room = room
+    one._room = other._room = texts_per_pack * (_BARE + 1) + offset
     shortest = replays._SHORTEST_TEXT + len("r1")
     for i, (as_run, sizes) in enumerate(steps):
-        docs = [
-            {"specversion": "1.0", "id": f"e{i}.{j}", "source": "/s", "type": "t", "data": "x" * n}
-            for j, n in enumerate(sizes)
-        ]
-        docs = [{**doc, rp.EXTENSION: "r1"} for doc in docs]
+        docs = [_doc(i, j, n) for j, n in enumerate(sizes)]
         texts = [dumps_compact(doc) for doc in docs]
         for text in texts:
             one.add(text)
@@ -360,4 +381,3 @@ def test_a_packer_given_runs_makes_the_packs_it_makes_text_by_text(
     one.flush()
     other.flush()
     assert by_run == by_text
-    assert all(n <= PACK_MAX_EVENTS for _, _, n in by_text)
