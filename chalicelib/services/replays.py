@@ -738,23 +738,22 @@ class ReplayRunner:
         # No text is shorter: each has the required attributes and the extension.
         shortest = _SHORTEST_TEXT + len(name)
         want = PACK_MAX_EVENTS  # the run's length: about what fills a pack
-        docs: list[dict[str, Any]] = []
-        pending: list[Mapping[str, Any]] = []
+        docs: list[dict[str, Any]] = []  # the run so far: the replayed events before ``end``
 
-        def drain() -> None:
-            nonlocal want, docs, pending
+        def drain(end: int) -> None:
+            nonlocal want, docs
             run = _Run.of(docs, shortest)
             if run is None:  # not certainly what the per-event path writes: it decides
-                for record in pending:
-                    one(record)
+                for index in range(end - len(docs), end):
+                    one(records[index])
             else:
                 for route in routes:
                     packer(route).add_run(run)
                 # The next run about fills the first route's pack: few runs are cut.
                 want = packer(routes[0]).room_for(run.count, run.size)
-            docs, pending = [], []
+            docs = []
 
-        for record in records:
+        for end, record in enumerate(records, 1):
             if "dataref" not in record:
                 doc = record["event"]
                 s, i, so, ty = (
@@ -774,15 +773,14 @@ class ReplayRunner:
                     and ty
                 ):
                     docs.append({**doc, extension: name})
-                    pending.append(record)
                     if len(docs) >= want:
-                        drain()
+                        drain(end)
                     continue
             if docs:  # the run goes first: the per-queue order stays the records' order
-                drain()
+                drain(end - 1)
             one(record)
         if docs:
-            drain()
+            drain(len(records))
 
     def _start(self, replay: rp.Replay, messages: _Messages) -> Callable[[], tuple[int, int]]:
         """Start sending a batch's messages; what waits for the calls and answers (events sent,
