@@ -946,10 +946,10 @@ class _Packer:
 class _Run:
     """Consecutive replayed events' JSON texts, written by one msgspec call and joined by
     commas: ``text`` is what ``","".join`` of their ``_pack_text_undecoded`` would be. Only
-    made (``of``) when that is certain: msgspec wrote every text (a lone surrogate or an
-    integer it cannot write: it refuses), each is ASCII (so its length is its size) without
-    ``null`` (msgspec writes an infinite float as null, which ``dumps_ascii`` leaves to
-    ``dumps_compact`` to refuse), and each fits a pack."""
+    made (``of``) when that is certain: msgspec wrote every text (it refuses a lone
+    surrogate), each is ASCII (so its length is its size) without ``null`` (msgspec writes an
+    infinite float as null, which ``dumps_ascii`` leaves to ``dumps_compact`` to refuse), and
+    each fits a pack."""
 
     __slots__ = ("_docs", "_lengths", "count", "size", "text")
 

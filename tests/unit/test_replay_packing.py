@@ -293,11 +293,18 @@ def test_an_event_too_large_for_a_pack_goes_alone_between_the_packs_around_it() 
 
 def test_a_pack_that_fills_inside_a_run_is_cut_there_for_each_route() -> None:
     routes = [_route(name) for name in ROUTE_NAMES]
-    assert len({_room(r) for r in routes}) == 3
-    # Sizes chosen so that the pack bound falls at a different event for each route.
-    records = [_plain(i, 1900 + (i * 37) % 400) for i in range(200)]
+    rooms = [_room(r) for r in routes]
+    assert rooms[0] > rooms[2]
+    # Texts of one length such that 40 fill the first route's pack, 39 the last's: the same
+    # runs are cut at a different event for each.
+    bare = len(dumps_compact({**_plain(0, 0)["event"], "id": "e000", rp.EXTENSION: "r1"}))
+    size = rooms[0] // 40 - 1 - bare
+    records = [_plain(i, size) for i in range(200)]
+    for i, record in enumerate(records):
+        record["event"]["id"] = f"e{i:03d}"
     per_queue, _ = _both(records, routes)
-    cuts = {tuple(n for _, _, n in messages) for _, messages in per_queue}
+    cuts = [tuple(n for _, _, n in messages) for _, messages in per_queue]
+    assert cuts[0][:4] == (40, 40, 40, 40) and cuts[2][:4] == (39, 39, 39, 39)
     assert all(sum(c) == 200 for c in cuts)
 
 
@@ -381,3 +388,18 @@ def test_a_packer_given_runs_makes_the_packs_it_makes_text_by_text(
     one.flush()
     other.flush()
     assert by_run == by_text
+
+
+def test_a_run_is_made_only_when_its_text_is_certainly_the_per_event_one() -> None:
+    shortest = replays._SHORTEST_TEXT + len("r1")
+    plain = [_doc(0, j, 100) for j in range(50)]
+    run = replays._Run.of(plain, shortest)
+    assert run is not None  # the grouped path is taken (msgspec is installed here)
+    assert run.text == ",".join(replays._pack_text_undecoded({"event": d}, "r1") for d in plain)
+    assert run.count == 50 and run.size == len(run.text) + 1
+    for data in ("é", None, float("inf"), "a null in it", "\ud800", "x" * PACKABLE):
+        assert replays._Run.of([*plain[:3], {**plain[3], "data": data}], shortest) is None, data
+    # Just at the bound, and as long as a pack's worth of short texts: still a run.
+    at_bound = {**_doc(1, 0, 0), "data": "x" * (PACKABLE - _BARE)}
+    assert len(dumps_compact(at_bound)) == PACKABLE
+    assert replays._Run.of([at_bound, *plain[:3]], shortest) is not None
