@@ -714,7 +714,10 @@ class ReplayRunner:
                 group = ordering.group_for(fifo, event.get(ordering.PARTITION_KEY))
                 per_queue.setdefault(route.queue, []).append((body, group, 1))
 
-        if not (grouped and every and _encode is not None and routes):
+        # Routes sharing a queue (not made by the API: a trigger has its own) would share a
+        # packer, which takes each event's text once per route in turn: event by event.
+        distinct = len({r.queue for r in routes}) == len(routes)
+        if not (grouped and every and _encode is not None and routes and distinct):
             for record in batch.events:
                 one(record)
         else:

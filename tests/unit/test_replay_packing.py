@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 from typing import Any
 
 from hypothesis import HealthCheck, example, given, settings
@@ -403,3 +404,11 @@ def test_a_run_is_made_only_when_its_text_is_certainly_the_per_event_one() -> No
     at_bound = {**_doc(1, 0, 0), "data": "x" * (PACKABLE - _BARE)}
     assert len(dumps_compact(at_bound)) == PACKABLE
     assert replays._Run.of([at_bound, *plain[:3]], shortest) is not None
+
+
+def test_routes_sharing_a_queue_get_each_text_once_per_route_in_turn() -> None:
+    a = _route("a")
+    twin = dataclasses.replace(a, name="twin")  # the same queue, another trigger name
+    ((_, messages),), _ = _both([_plain(i, 10) for i in range(60)], [a, twin])
+    events, _ = decode_messages(messages[0][0])
+    assert [e.event.id for e in events if e.event is not None][:4] == ["e0", "e0", "e1", "e1"]
