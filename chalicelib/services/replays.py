@@ -67,6 +67,14 @@ from chalicelib.services.routing import BrokerConfig, Route
 
 log = logs.get("replays")
 
+_encode: Callable[[Any], bytes] | None
+try:  # writes a pack's worth of archived events in one call (``_Run``)
+    import msgspec
+
+    _encode = msgspec.json.Encoder().encode
+except ImportError:  # pragma: no cover - where msgspec is not installed: event by event
+    _encode = None
+
 LIST_PAGE = 1000
 # The replay batch, the checkpoint unit: a crash re-sends at most this many events per trigger.
 # In packs of about twenty 1 KiB events, 1,000 events are five SendMessageBatch calls.
@@ -640,10 +648,17 @@ class ReplayRunner:
         routes: Sequence[Route],
         extra: Filter | None,
         batch: _Batch,
+        grouped: bool = True,
     ) -> _Messages:
         """A batch's messages per queue, and the number of its events whose payload is gone. A
         standard queue's events go in packs, but one too large for a pack (a claim check, or
-        close to it) goes alone; a FIFO queue's each alone, in order."""
+        close to it) goes alone; a FIFO queue's each alone, in order.
+
+        ``grouped`` (the default; False: event by event, the reference the tests compare with):
+        when every event goes to every route in packs, up to a pack's worth of consecutive
+        archived events is written in one msgspec call (``_Run``), and the per-event path
+        takes any group whose text is not certainly what it would have written. The messages
+        are the same either way."""
         per_queue: dict[str, list[_Message]] = {}
         packers: dict[str, _Packer] = {}
         missing = 0
@@ -663,19 +678,21 @@ class ReplayRunner:
             and extra is None
             and all(type(r.filter) is MatchAll and not names.is_fifo(r.queue) for r in routes)
         )
-        for record in batch.events:
+
+        def one(record: Mapping[str, Any]) -> None:
+            nonlocal missing
             if every and "dataref" not in record:
                 raw = _pack_text_undecoded(record, name)
                 if raw:
                     for route in routes:
                         packer(route).add(raw)
-                    continue
+                    return
             event = self._event(record)
             if event is None:
                 missing += 1
-                continue
+                return
             if extra is not None and not extra.matches(event):
-                continue
+                return
             replayed: CloudEvent | None = None
             text: str | None = None  # the event's JSON in a pack; "" when it goes alone
             claimed: dict[int, Any] = {}
@@ -696,9 +713,77 @@ class ReplayRunner:
                 )
                 group = ordering.group_for(fifo, event.get(ordering.PARTITION_KEY))
                 per_queue.setdefault(route.queue, []).append((body, group, 1))
+
+        # Routes sharing a queue (not made by the API: a trigger has its own) would share a
+        # packer, which takes each event's text once per route in turn: event by event.
+        distinct = len({r.queue for r in routes}) == len(routes)
+        if not (grouped and every and _encode is not None and routes and distinct):
+            for record in batch.events:
+                one(record)
+        else:
+            self._grouped(batch.events, routes, name, packer, one)
         for filled in packers.values():
             filled.flush()
         return per_queue, missing
+
+    def _grouped(
+        self,
+        records: Sequence[Mapping[str, Any]],
+        routes: Sequence[Route],
+        name: str,
+        packer: Callable[[Route], _Packer],
+        one: Callable[[Mapping[str, Any]], None],
+    ) -> None:
+        """``one`` of each record in order, but consecutive archived events with their required
+        attributes (non-empty strings) in runs of about a pack's worth, added to every route's
+        packer at once (``_Run``)."""
+        extension = rp.EXTENSION
+        # No text is shorter: each has the required attributes and the extension.
+        shortest = _SHORTEST_TEXT + len(name)
+        want = PACK_MAX_EVENTS  # the run's length: about what fills a pack
+        docs: list[dict[str, Any]] = []  # the run so far: the replayed events before ``end``
+
+        def drain(end: int) -> None:
+            nonlocal want, docs
+            run = _Run.of(docs, shortest)
+            if run is None:  # not certainly what the per-event path writes: it decides
+                for index in range(end - len(docs), end):
+                    one(records[index])
+            else:
+                for route in routes:
+                    packer(route).add_run(run)
+                # The next run about fills the first route's pack: few runs are cut.
+                want = packer(routes[0]).room_for(run.count, run.size)
+            docs = []
+
+        for end, record in enumerate(records, 1):
+            if "dataref" not in record:
+                doc = record["event"]
+                s, i, so, ty = (
+                    doc.get("specversion"),
+                    doc.get("id"),
+                    doc.get("source"),
+                    doc.get("type"),
+                )
+                if (
+                    type(s) is str
+                    and type(i) is str
+                    and type(so) is str
+                    and type(ty) is str
+                    and s
+                    and i
+                    and so
+                    and ty
+                ):
+                    docs.append({**doc, extension: name})
+                    if len(docs) >= want:
+                        drain(end)
+                    continue
+            if docs:  # the run goes first: the per-queue order stays the records' order
+                drain(end - 1)
+            one(record)
+        if docs:
+            drain(len(records))
 
     def _start(self, replay: rp.Replay, messages: _Messages) -> Callable[[], tuple[int, int]]:
         """Start sending a batch's messages; what waits for the calls and answers (events sent,
@@ -800,20 +885,118 @@ class _Packer:
         self._head = head
         self._room = PACK_MAX_BYTES - pack_overhead(head)
         self._out = out
-        self._texts: list[str] = []
+        self._texts: list[str] = []  # events' texts, or runs of them joined by commas
+        self._count = 0  # events in ``_texts``
         self._size = 0
 
     def add(self, text: str) -> None:
         n = utf8_size(text) + 1  # and its comma
-        if self._texts and (len(self._texts) == PACK_MAX_EVENTS or self._size + n > self._room):
+        if self._count and (self._count == PACK_MAX_EVENTS or self._size + n > self._room):
             self.flush()
         self._texts.append(text)
+        self._count += 1
         self._size += n
+
+    def room_for(self, count: int, size: int) -> int:
+        """About how many more texts like these (``count`` of them, ``size`` in all) the
+        current pack takes; when it is full, a whole pack's worth."""
+        fits = min(PACK_MAX_EVENTS - self._count, (self._room - self._size) * count // size)
+        if fits < 1:
+            fits = min(PACK_MAX_EVENTS, self._room * count // size)
+        return max(1, fits)
+
+    def add_run(self, run: _Run) -> None:
+        """``add`` of each of the run's texts, in order, with the same packs as a result."""
+        count, size, room = run.count, run.size, self._room
+        if self._count + count <= PACK_MAX_EVENTS and self._size + size <= room:
+            self._texts.append(run.text)  # no pack fills before its last text
+            self._count += count
+            self._size += size
+            return
+        if (
+            count <= PACK_MAX_EVENTS
+            and size <= room
+            and (self._count == PACK_MAX_EVENTS or self._size + run.first() + 1 > room)
+        ):
+            self.flush()  # the pack fills before its first text, and the run fits the next
+            self._texts.append(run.text)
+            self._count, self._size = count, size
+            return
+        # Packs fill inside the run: ``add``'s rule, text by text, cutting the run there.
+        text = run.text
+        start = at = 0  # where the part of the run in the current pack starts; the next text
+        for length in run.lengths():
+            n = length + 1
+            if self._count and (self._count == PACK_MAX_EVENTS or self._size + n > room):
+                if at > start:
+                    self._texts.append(text[start : at - 1])  # without the comma
+                self.flush()
+                start = at
+            self._count += 1
+            self._size += n
+            at += n
+        if at > start:
+            self._texts.append(text[start:])
 
     def flush(self) -> None:
         if self._texts:
-            self._out.append((encode_pack(self._head, self._texts), None, len(self._texts)))
-            self._texts, self._size = [], 0
+            # A run's texts are joined as encode_pack joins its events: the same pack.
+            text = encode_pack(self._head, self._texts)
+            self._out.append((text, None, self._count))
+            self._texts, self._count, self._size = [], 0, 0
+
+
+class _Run:
+    """Consecutive replayed events' JSON texts, written by one msgspec call and joined by
+    commas: ``text`` is what ``","".join`` of their ``_pack_text_undecoded`` would be. Only
+    made (``of``) when that is certain: msgspec wrote every text (it refuses a lone
+    surrogate), each is ASCII (so its length is its size) without ``null`` (msgspec writes an
+    infinite float as null, which ``dumps_ascii`` leaves to ``dumps_compact`` to refuse), and
+    each fits a pack."""
+
+    __slots__ = ("_docs", "_lengths", "count", "size", "text")
+
+    def __init__(self, text: str, docs: list[dict[str, Any]]) -> None:
+        self.text = text
+        self.count = len(docs)
+        self.size = len(text) + 1  # the texts' sizes and a comma each, as ``_Packer`` counts
+        self._docs = docs
+        self._lengths: list[int] | None = None
+
+    @classmethod
+    def of(cls, docs: list[dict[str, Any]], shortest: int) -> _Run | None:
+        """The run of ``docs`` (none of whose texts is shorter than ``shortest``), or None."""
+        assert _encode is not None
+        try:
+            out = _encode(docs)
+        except (TypeError, ValueError, OverflowError):  # as dumps_ascii: the per-event path
+            return None
+        # As dumps_ascii checks each text: the "[", "," and "]" around them add no "null".
+        if not out.isascii() or b"null" in out:
+            return None
+        run = cls(out[1:-1].decode("ascii"), docs)
+        # The longest text is at most the run less the others at their shortest; measured only
+        # when that bound is past a pack's.
+        longest = len(run.text) - (run.count - 1) * (shortest + 1)
+        if longest > _PACKABLE_BYTES and max(run.lengths()) > _PACKABLE_BYTES:
+            return None  # one goes alone: the per-event path sends it
+        return run
+
+    def first(self) -> int:
+        """The length of the first text."""
+        if self._lengths is not None:
+            return self._lengths[0]
+        assert _encode is not None
+        return len(_encode(self._docs[0]))
+
+    def lengths(self) -> list[int]:
+        """Each text's length (msgspec writes a list's items as it writes each alone)."""
+        if self._lengths is None:
+            assert _encode is not None
+            self._lengths = [len(_encode(doc)) for doc in self._docs]
+            if sum(self._lengths) + self.count - 1 != len(self.text):
+                raise AssertionError("msgspec wrote a list's items unlike each alone")
+        return self._lengths
 
 
 def _pack_text_undecoded(record: Mapping[str, Any], name: str) -> str:
@@ -838,6 +1021,10 @@ _REQUIRED = ("specversion", "id", "source", "type")
 # An event's text in a pack is at most this long (a pack of one, with the longest names); a
 # longer one goes alone.
 _PACKABLE_BYTES = PACK_MAX_BYTES - 1024
+# The shortest text of an event with its required attributes, less its replay's name.
+_SHORTEST_TEXT = len(
+    dumps_compact({"specversion": "_", "id": "_", "source": "_", "type": "_", rp.EXTENSION: ""})
+)
 
 
 def _pack_text(record: Mapping[str, Any], event: CloudEvent, name: str) -> str:
