@@ -675,6 +675,53 @@ def test_message_batches_are_sent_without_moto_request_stack_with_moto_answers(
     assert walked.count("setup_class") == refused + 1 and cors[0] == "400 BAD REQUEST"
 
 
+def test_random_characters_are_drawn_in_one_loop_with_moto_strings_and_state(
+    undo: list[tuple[Any, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import random
+
+    from moto.moto_api._internal import mock_random, moto_random
+    from moto.sqs import utils
+
+    def draws() -> list[Any]:
+        """Strings moto draws, from a few seeds, and the generator's state after each."""
+        seen: list[Any] = []
+        for seed in range(40):
+            mock_random.seed(seed)
+            seen += [
+                models.generate_receipt_handle(), utils.generate_receipt_handle(),  # type: ignore[attr-defined]
+                mock_random.get_random_string(), mock_random.get_random_string(52),
+                mock_random.get_random_string(7, include_digits=False, lower_case=True),
+                [mock_random.choice(s) for s in ("0123456789", "ab", "x", [1, 2, 3]) * 5],
+                mock_random.get_random_hex(), str(mock_random.uuid4()), mock_random.getstate(),
+            ]  # fmt: skip
+        return seen
+
+    chosen: list[int] = []
+    below = random.Random._randbelow_with_getrandbits  # type: ignore[attr-defined]
+
+    def counting(self: Any, n: int) -> int:  # Random.choice's draw of each character
+        chosen.append(n)
+        return int(below(self, n))
+
+    rng = moto_random.MotoRandom
+    monkeypatch.setattr(rng, "_randbelow", counting)
+    want = draws()
+    moto_draws, chosen[:] = len(chosen), []
+    monkeypatch.setattr(rng, "choice", rng.choice)  # inherited: taken away again after the test
+    for owner, name in ((rng, "get_random_string"), (utils, "generate_receipt_handle"),
+                        (models, "generate_receipt_handle")):  # fmt: skip
+        _save(undo, owner, name)
+    monkeypatch.setattr(rng, "_randbelow", below)  # moto's own, as the patch expects
+    embedded_aws._draw_random_characters_directly()
+    monkeypatch.setattr(rng, "_randbelow", counting)
+    assert draws() == want
+    assert moto_draws == 40 * (2 * 185 + 20 + 52 + 7 + 20 + 8) and chosen == []
+    with pytest.raises(IndexError):
+        mock_random.choice("")
+    mock_random.seed(None)
+
+
 # ---- The patched endpoint answers as moto's own server does --------------------------------------
 
 
