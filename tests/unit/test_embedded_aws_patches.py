@@ -593,6 +593,7 @@ BATCHES: list[tuple[bool, bytes]] = [
     (False, _batch("q", {"Id": "a", "MessageBody": "x&Action=ListQueues"})),  # a query string
     (False, b"[1]"),
     (False, b"{not json"),
+    (False, b'{"QueueUrl": "q", "Entries": [{"Id": "a", "MessageBody": "\xff"}]}'),  # not UTF-8
 ]  # fmt: skip
 
 
