@@ -547,6 +547,182 @@ def test_member_values_are_picked_without_a_context_each_with_moto_answers(
     assert moto_built > 400 and first < moto_built / 3 and len(built) == first
 
 
+SQS_JSON_HEADERS = {
+    "Content-Type": "application/x-amz-json-1.0",
+    "Authorization": "AWS4-HMAC-SHA256 Credential=testing/20260131/us-east-1/sqs/aws4_request, "
+    "SignedHeaders=host, Signature=x",
+}  # fmt: skip
+
+
+def _batch(queue: str, *entries: dict[str, Any], **extra: Any) -> bytes:
+    return json.dumps({"QueueUrl": f"http://localhost/123456789012/{queue}",
+                       "Entries": list(entries), **extra}).encode()  # fmt: skip
+
+
+def _entries(n: int, size: int = 10, **fields: Any) -> list[dict[str, Any]]:
+    return [{"Id": f"m{i}", "MessageBody": "é" * size + str(i), **fields} for i in range(n)]
+
+
+# SendMessageBatch requests answered by the fast path (True) or left to moto's (False).
+BATCHES: list[tuple[bool, bytes]] = [
+    (True, _batch("q", *_entries(10, 50_000))),
+    (True, _batch("q", {"Id": "é-1", "MessageBody": '{"k": "\\"\u2028😀"}', "DelaySeconds": 5},
+                  {"Id": "late", "MessageBody": "x", "DelaySeconds": 901},  # a failure entry
+                  {"Id": "n", "MessageBody": "y", "DelaySeconds": None, "Unknown": 1})),
+    (True, _batch("q", {"Id": "a", "MessageBody": "x", "MessageAttributes": {
+        "s": {"DataType": "String", "StringValue": "v+%"},
+        "n": {"DataType": "Number", "StringValue": "3"},
+        "b": {"DataType": "Binary", "BinaryValue": "AAE="}}})),
+    (True, _batch("f.fifo", *_entries(3, MessageGroupId="g", MessageDeduplicationId="d"))),
+    (True, _batch("c.fifo", *_entries(2, MessageGroupId="g"))),  # content-based dedup
+    (False, _batch("q", {"Id": "bad id!", "MessageBody": "x"})),  # InvalidBatchEntryId
+    (False, _batch("q", *[{"Id": "1", "MessageBody": "x"}] * 2)),  # ids not distinct
+    (False, _batch("q", *[{"Id": f"{i}", "MessageBody": "x" * 600_000} for i in "ab"])),  # too long
+    (False, _batch("q", *_entries(11))),  # too many entries
+    (False, _batch("q")),  # empty
+    (False, _batch("missing", *_entries(1))),  # QueueDoesNotExist
+    (False, _batch("f.fifo", *_entries(1))),  # no MessageGroupId
+    (False, _batch("f.fifo", *_entries(1, MessageGroupId="g", DelaySeconds=2))),
+    (False, _batch("q", {"Id": "a", "MessageBody": "x",
+                         "MessageAttributes": {"bad name!": {"DataType": "String",
+                                                             "StringValue": "v"}}})),
+    (False, _batch("q", {"Id": "a", "MessageBody": "x",
+                         "MessageAttributes": {"a": {"DataType": "Nope", "StringValue": "v"}}})),
+    (False, _batch("q", {"Id": 1, "MessageBody": "x"})),  # moto's parser keeps the int
+    (False, _batch("q", {"Id": "a", "MessageBody": "x", "DelaySeconds": "5"})),  # converted
+    (False, _batch("q", {"Id": "a", "MessageBody": "x&Action=ListQueues"})),  # a query string
+    (False, b"[1]"),
+    (False, b"{not json"),
+    (False, b'{"QueueUrl": "q", "Entries": [{"Id": "a", "MessageBody": "\xff"}]}'),  # not UTF-8
+]  # fmt: skip
+
+
+def _call_app(app: Any, body: bytes, **headers: str) -> tuple[Any, ...]:
+    from werkzeug.test import EnvironBuilder
+
+    sent: dict[str, str] = {**SQS_JSON_HEADERS, "X-Amz-Target": "AmazonSQS.SendMessageBatch"}
+    environ = EnvironBuilder(
+        path="/", method="POST", data=body, base_url="http://localhost:4566",
+        headers=list({**sent, **headers}.items()),
+    ).get_environ()  # fmt: skip
+    started: list[Any] = []
+    try:
+        answer = b"".join(app(environ, lambda status, pairs, *_: started.append((status, pairs))))
+    except Exception as e:  # moto's 500 (Flask in debug mode lets it through)
+        return ("raised", type(e).__name__)
+    status, pairs = started[0]
+    kept = [(k, v) for k, v in pairs if k.lower() not in RANDOM_HEADERS - {"content-length"}]
+    return status, kept, _masked(answer, "http://localhost")
+
+
+def _sqs_answers(app: Any) -> list[tuple[Any, ...]]:
+    """Every batch of BATCHES sent to fresh queues: the answers and what the queues then hold."""
+    from moto.core.models import DEFAULT_ACCOUNT_ID
+
+    backend = models.sqs_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]
+    heard = []
+    for _, body in BATCHES:
+        backend.reset()
+        backend.create_queue("q")
+        backend.create_queue("f.fifo", FifoQueue="true")
+        backend.create_queue("c.fifo", FifoQueue="true", ContentBasedDeduplication="true")
+        answer = _call_app(app, body)
+        held = [
+            (q.name, m.body, m.message_attributes, m.group_id, m.deduplication_id,
+             round((m.delayed_until - (m.sent_timestamp or 0)) / 1000) if m.delayed_until else 0)
+            for q in backend.queues.values() for m in q._messages
+        ]  # fmt: skip
+        heard.append((answer, held))
+    backend.reset()
+    return heard
+
+
+def test_message_batches_are_sent_without_moto_request_stack_with_moto_answers(
+    undo: list[tuple[Any, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from moto.core import responses, serialize
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+
+    walked: list[str] = []
+    for owner, name in ((responses.BaseResponse, "setup_class"),
+                        (serialize.ResponseSerializer, "serialize")):  # fmt: skip
+        method = getattr(owner, name)
+
+        def counting(*args: Any, _method: Any = method, _name: str = name, **kw: Any) -> Any:
+            walked.append(_name)
+            return _method(*args, **kw)
+
+        monkeypatch.setattr(owner, name, counting)
+    app = DomainDispatcherApplication(create_backend_app)
+    want = _sqs_answers(app)
+    moto_walks = [walked.count("setup_class"), walked.count("serialize")]
+    _save(undo, DomainDispatcherApplication, "__call__")
+    embedded_aws._send_message_batches_directly()
+    walked.clear()
+    got = _sqs_answers(app)
+    for (answer, held), (moto_answer, moto_held), (_, body) in zip(got, want, BATCHES, strict=True):
+        assert answer == moto_answer and held == moto_held, body[:200]
+    direct = sum(1 for fast, _ in BATCHES if fast)
+    refused = len(BATCHES) - direct
+    assert moto_walks[0] == len(BATCHES) and moto_walks[1] > direct
+    # the direct ones neither set up moto's response class nor walk its serializer
+    assert [walked.count("setup_class"), walked.count("serialize")] == [
+        refused,
+        moto_walks[1] - direct,
+    ]
+    assert any(b'"Failed": [{"Id": "late"' in a[2].encode() for (a, _) in got)
+    assert [h for _, h in got[:5]] and all(h for _, h in got[:5])  # messages were sent
+    cors = _call_app(app, BATCHES[0][1], Origin="http://x")  # CORS answers: moto's own
+    assert walked.count("setup_class") == refused + 1 and cors[0] == "400 BAD REQUEST"
+
+
+def test_random_characters_are_drawn_in_one_loop_with_moto_strings_and_state(
+    undo: list[tuple[Any, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import random
+
+    from moto.moto_api._internal import mock_random, moto_random
+    from moto.sqs import utils
+
+    def draws() -> list[Any]:
+        """Strings moto draws, from a few seeds, and the generator's state after each."""
+        seen: list[Any] = []
+        for seed in range(40):
+            mock_random.seed(seed)
+            seen += [
+                models.generate_receipt_handle(), utils.generate_receipt_handle(),  # type: ignore[attr-defined]
+                mock_random.get_random_string(), mock_random.get_random_string(52),
+                mock_random.get_random_string(7, include_digits=False, lower_case=True),
+                [mock_random.choice(s) for s in ("0123456789", "ab", "x", [1, 2, 3]) * 5],
+                mock_random.get_random_hex(), str(mock_random.uuid4()), mock_random.getstate(),
+            ]  # fmt: skip
+        return seen
+
+    chosen: list[int] = []
+    below = random.Random._randbelow_with_getrandbits  # type: ignore[attr-defined]
+
+    def counting(self: Any, n: int) -> int:  # Random.choice's draw of each character
+        chosen.append(n)
+        return int(below(self, n))
+
+    rng = moto_random.MotoRandom
+    monkeypatch.setattr(rng, "_randbelow", counting)
+    want = draws()
+    moto_draws, chosen[:] = len(chosen), []
+    monkeypatch.setattr(rng, "choice", rng.choice)  # inherited: taken away again after the test
+    for owner, name in ((rng, "get_random_string"), (utils, "generate_receipt_handle"),
+                        (models, "generate_receipt_handle")):  # fmt: skip
+        _save(undo, owner, name)
+    monkeypatch.setattr(rng, "_randbelow", below)  # moto's own, as the patch expects
+    embedded_aws._draw_random_characters_directly()
+    monkeypatch.setattr(rng, "_randbelow", counting)
+    assert draws() == want
+    assert moto_draws == 40 * (2 * 185 + 20 + 52 + 7 + 20 + 8) and chosen == []
+    with pytest.raises(IndexError):
+        mock_random.choice("")
+    mock_random.seed(None)
+
+
 # ---- The patched endpoint answers as moto's own server does --------------------------------------
 
 
@@ -636,6 +812,28 @@ def _conversation(url: str) -> list[tuple[Any, ...]]:
     sqs.receive_message(QueueUrl=q, MaxNumberOfMessages=10, MessageAttributeNames=["All"],
                         MessageSystemAttributeNames=["All"])  # fmt: skip
     tolerate(sqs.send_message_batch, QueueUrl=q, Entries=[{"Id": "1", "MessageBody": "x"}] * 2)
+    fifo = sqs.create_queue(QueueName="same.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    attributes = {"s": {"DataType": "String", "StringValue": "v+%&="},
+                  "n": {"DataType": "Number.int", "StringValue": "3"},
+                  "b": {"DataType": "Binary", "BinaryValue": b"\x00\xff"}}  # fmt: skip
+    for queue_url, entries in [
+        (q, [{"Id": "é-1", "MessageBody": "日本語 😀 \u2028", "DelaySeconds": 1},
+             {"Id": "late", "MessageBody": "x", "DelaySeconds": 901},  # a failure entry
+             {"Id": "a", "MessageBody": '{"k": "\\"v\\""}', "MessageAttributes": attributes}]),
+        (q, [{"Id": "bad id!", "MessageBody": "x"}]),
+        (q, [{"Id": str(i), "MessageBody": "x" * 600_000} for i in range(2)]),  # too long
+        (q, [{"Id": str(i), "MessageBody": "x"} for i in range(11)]),
+        (q, [{"Id": "a", "MessageBody": "x&Action=ListQueues"}]),  # read as a query string
+        (q, [{"Id": "a", "MessageBody": "x", "MessageAttributes": {"no good": attributes["s"]}}]),
+        (fifo, [{"Id": str(i), "MessageBody": "x", "MessageGroupId": "g",
+                 "MessageDeduplicationId": f"d{i % 2}"} for i in range(3)]),
+        (fifo, [{"Id": "a", "MessageBody": "x"}]),  # no group
+        (fifo, [{"Id": "a", "MessageBody": "x", "MessageGroupId": "g"}]),  # no dedup id
+        (q.replace("same", "missing"), [{"Id": "a", "MessageBody": "x"}]),
+    ]:  # fmt: skip
+        tolerate(sqs.send_message_batch, QueueUrl=queue_url, Entries=entries)
+    sqs.receive_message(QueueUrl=fifo, MaxNumberOfMessages=10, MessageAttributeNames=["All"],
+                        MessageSystemAttributeNames=["All"])  # fmt: skip
     sqs.get_queue_attributes(QueueUrl=q, AttributeNames=["All"])
     ddb.create_table(TableName="same", **PK_SK_TABLE)
     item = {"pk": {"S": "p"}, "sk": {"S": "s"}, "n": {"N": "123456789012345678901234567890"},
