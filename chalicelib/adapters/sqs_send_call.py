@@ -14,20 +14,23 @@ msgspec) — and everything that decides correctness is botocore's own:
 - it travels on the client's own HTTP session (its connection pool, timeouts, TLS and proxy
   settings);
 - the answer, or the error, is read by botocore's parser for the service's protocol, so callers
-  see what ``client.send_message_batch`` returns or raises (``ClientError`` with the same code,
-  the query-compatible one where SQS sends it);
+  see what ``client.send_message_batch`` returns or raises (the same exception class and code,
+  the query-compatible one where SQS sends it; ``ResponseMetadata.RetryAttempts``);
 - failed attempts are retried as the client's standard retry mode retries them (its retry
-  conditions and exponential backoff with jitter, 3 attempts). Not kept: the standard mode's
-  retry quota (a token bucket shared by a client's calls, which stops retrying after many
-  failures in a row); every call here makes its own 3 attempts at most.
+  conditions and exponential backoff with jitter, as many attempts as the client makes: 4 for
+  the broker's clients, whose ``max_attempts: 3`` botocore reads as retries). Not kept: the
+  standard mode's retry quota (a token bucket shared by a client's calls, which stops retrying
+  after many failures in a row); each call makes its own attempts.
 
 Where the client does not speak that protocol (an older botocore, where SQS used the query
 protocol), or where botocore's calls are instrumented (X-Ray traces each call by wrapping
 botocore), ``for_client`` answers None and the caller keeps ``client.send_message_batch``. Hooks
 registered on the client's events see these calls as botocore's own: ``before-parameter-build``,
 ``before-call`` (whose handlers may add headers, or answer in the call's place as botocore's
-Stubber does) and ``after-call`` are emitted with the same arguments (the local runtime wakes an
-idle queue's pollers that way; the benchmarks count calls that way).
+Stubber does), ``before-send`` on each attempt (moto's ``mock_aws`` answers there) and
+``after-call`` are emitted with the same arguments (the local runtime wakes an idle queue's
+pollers that way; the benchmarks count calls that way). Not emitted: ``request-created`` and
+``before-sign`` (botocore signs and rebuilds its user agent there) and ``after-call-error``.
 ``Settings.sqs_direct_send`` (``BROKER_SQS_DIRECT_SEND=false``) turns this off.
 """
 
@@ -45,7 +48,9 @@ from typing import Any
 log = logging.getLogger("broker.sqs_send_call")
 
 OPERATION = "SendMessageBatch"
-MAX_ATTEMPTS = 3  # the clients' retry configuration (aws_clients.py)
+# Attempts in all when the client does not say (botocore's standard mode: 3 retries). The broker's
+# clients say ``max_attempts: 3`` (aws_clients.py), which botocore reads as 3 retries, 4 attempts.
+MAX_ATTEMPTS = 4
 
 try:
     import msgspec
@@ -101,6 +106,7 @@ class SendMessageBatchCall:
         self._sleep = sleep
         self._max_attempts = max_attempts
         self._events = client.meta.events
+        self._exceptions = client.exceptions
         self._service_id = model.service_id.hyphenize()
         headers = {
             "X-Amz-Target": f"{model.metadata['targetPrefix']}.{OPERATION}",
@@ -133,15 +139,15 @@ class SendMessageBatchCall:
         if _instrumented():
             log.info("SendMessageBatch through botocore: its calls are instrumented (X-Ray)")
             return None
-        return cls(client, credentials, http)
+        retries = getattr(client.meta.config, "retries", None) or {}
+        attempts = int(retries.get("total_max_attempts") or MAX_ATTEMPTS)
+        return cls(client, credentials, http, max_attempts=attempts)
 
     def send_message_batch(self, queue_url: str, entries: Sequence[Mapping[str, Any]]) -> Any:
         """As ``client.send_message_batch(QueueUrl=..., Entries=...)``, with the client's events
         emitted as botocore emits them (``before-parameter-build``, ``before-call``, whose
         handlers may add headers or answer in its place, as botocore's Stubber does, and
         ``after-call``): what watches or counts the client's calls sees these too."""
-        from botocore.exceptions import ClientError
-
         event = f"{self._service_id}.{OPERATION}"
         context: dict[str, Any] = {}
         params: dict[str, Any] = {"QueueUrl": queue_url, "Entries": list(entries)}
@@ -170,7 +176,7 @@ class SendMessageBatchCall:
         if answered is not None:
             response, parsed = answered
         else:
-            response, parsed = self._send(request["body"], request["headers"])
+            response, parsed = self._send(request["body"], request["headers"], event)
         self._events.emit(
             f"after-call.{event}",
             http_response=response,
@@ -179,16 +185,22 @@ class SendMessageBatchCall:
             context=context,
         )
         if response.status_code >= 300:
-            raise ClientError(parsed, OPERATION)
+            # As botocore: the exception class of the code (the query code SQS sends, which an
+            # after-call handler of botocore's puts in the context), e.g. QueueDoesNotExist.
+            code = context.get("error_code_override") or parsed.get("Error", {}).get("Code")
+            raise self._exceptions.from_code(code)(parsed, OPERATION)
         return parsed
 
-    def _send(self, body: bytes, headers: Mapping[str, str]) -> tuple[Any, Any]:
+    def _send(self, body: bytes, headers: Mapping[str, str], event: str) -> tuple[Any, Any]:
         """The answer and its parsed form, once one is not to be retried; raises the transport
-        error of the last attempt when none came."""
+        error of the last attempt when none came. Each attempt emits the client's
+        ``before-send`` as botocore does: a handler's answer is the answer (moto's ``mock_aws``
+        answers there)."""
         from botocore.auth import SigV4Auth
         from botocore.awsrequest import AWSRequest
         from botocore.exceptions import ConnectionError as BotoConnectionError
         from botocore.exceptions import HTTPClientError, NoCredentialsError
+        from botocore.hooks import first_non_none_response
         from botocore.retries.standard import RetryContext
 
         attempt = 0
@@ -204,7 +216,12 @@ class SendMessageBatchCall:
             parsed: Any = None
             caught: Exception | None = None
             try:
-                response = self._http.send(request.prepare())
+                prepared = request.prepare()
+                response = first_non_none_response(
+                    self._events.emit(f"before-send.{event}", request=prepared)
+                )
+                if response is None:
+                    response = self._http.send(prepared)
                 parsed = self._parser.parse(
                     {
                         "status_code": response.status_code,
@@ -216,6 +233,7 @@ class SendMessageBatchCall:
             except (BotoConnectionError, HTTPClientError) as exc:  # refused, reset, timed out
                 caught = exc
             if caught is None and response.status_code < 300:
+                parsed.setdefault("ResponseMetadata", {})["RetryAttempts"] = attempt - 1
                 return response, parsed
             context = RetryContext(
                 attempt_number=attempt,
@@ -227,6 +245,7 @@ class SendMessageBatchCall:
             if not self._policy.should_retry(context):
                 if caught is not None:
                     raise caught
+                parsed.setdefault("ResponseMetadata", {})["RetryAttempts"] = attempt - 1
                 return response, parsed
             self._sleep(self._policy.compute_retry_delay(context))
 

@@ -13,6 +13,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.awsrequest import HeadersDict
+from botocore.config import Config
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError, EndpointConnectionError
 
@@ -57,23 +58,30 @@ class _Session:
         return answer
 
 
-def _client() -> Any:
+def _client(endpoint: str = ENDPOINT) -> Any:
+    """An SQS client configured as the broker's (aws_clients.py): 3 retries, standard mode."""
     return boto3.session.Session().client(
         "sqs",
         region_name="eu-west-1",
-        endpoint_url=ENDPOINT,
+        endpoint_url=endpoint,
         aws_access_key_id="AKIDEXAMPLE",
         aws_secret_access_key="secret",
+        config=Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=1),
     )
+
+
+ATTEMPTS = 4  # botocore reads max_attempts 3 as 3 retries
 
 
 def _call(
     session: _Session, sleeps: list[float] | None = None, client: Any = None
 ) -> SendMessageBatchCall:
+    client = client or _client()
     return SendMessageBatchCall(
-        client or _client(),
+        client,
         Credentials("AKIDEXAMPLE", "secret"),
         session,
+        max_attempts=client.meta.config.retries["total_max_attempts"],
         sleep=(sleeps if sleeps is not None else []).append,
         rand=lambda: 1.0,
     )
@@ -124,7 +132,8 @@ def test_the_request_is_boto3s_signed_alike(
     for header in ("X-Amz-Target", "Content-Type", "x-amzn-query-mode", "X-Amz-Date"):
         assert _text(sent.headers[header]) == _text(expected.headers[header]), header
     assert _text(sent.headers["Authorization"]) == _text(expected.headers["Authorization"])
-    assert sent.headers["amz-sdk-request"] == "attempt=1; max=3"
+    assert _text(sent.headers["amz-sdk-request"]) == _text(expected.headers["amz-sdk-request"])
+    assert _text(sent.headers["amz-sdk-request"]) == f"attempt=1; max={ATTEMPTS}"
 
 
 def test_msgspec_writes_the_same_json_and_signs_what_it_sends(frozen_time: None) -> None:
@@ -158,20 +167,59 @@ def test_transient_and_throttling_answers_are_retried_with_botocores_backoff() -
     # rand() = 1: 50 ms for a server error (attempt 1), 2 s for throttling (attempt 2)
     assert sleeps == [0.05, 2.0]
     assert [r.headers["amz-sdk-request"] for r in session.requests] == [
-        f"attempt={i}; max=3" for i in (1, 2, 3)
+        f"attempt={i}; max={ATTEMPTS}" for i in (1, 2, 3)
     ]
 
 
-def test_three_failed_attempts_raise_what_boto3_raises() -> None:
+def test_as_many_attempts_as_boto3_then_what_boto3_raises() -> None:
+    """Against an endpoint that refuses connections, boto3's client (configured as the broker's)
+    makes ATTEMPTS attempts; so does the direct call, then raises the same error."""
+    refusing = _client("http://127.0.0.1:9")
+    tried: list[str] = []
+    refusing.meta.events.register("before-send", lambda request, **_: tried.append("boto3"))
+    with pytest.raises(EndpointConnectionError):
+        refusing.send_message_batch(QueueUrl=QUEUE, Entries=ENTRIES)
+    assert len(tried) == ATTEMPTS
     sleeps: list[float] = []
     refused = EndpointConnectionError(endpoint_url=ENDPOINT)
+    session = _Session(*[refused] * ATTEMPTS)
     with pytest.raises(EndpointConnectionError):
-        _call(_Session(refused, refused, refused), sleeps).send_message_batch(QUEUE, ENTRIES)
-    assert len(sleeps) == 2
+        _call(session, sleeps).send_message_batch(QUEUE, ENTRIES)
+    assert len(session.requests) == ATTEMPTS and len(sleeps) == ATTEMPTS - 1
     busy = _Response(503, {"__type": "ServiceUnavailable", "message": "busy"})
+    session = _Session(*[busy] * ATTEMPTS)
     with pytest.raises(ClientError) as raised:
-        _call(_Session(busy, busy, busy)).send_message_batch(QUEUE, ENTRIES)
+        _call(session).send_message_batch(QUEUE, ENTRIES)
     assert raised.value.response["Error"]["Code"] == "ServiceUnavailable"
+    assert raised.value.response["ResponseMetadata"]["RetryAttempts"] == ATTEMPTS - 1
+
+
+def test_the_attempts_are_the_clients(monkeypatch: pytest.MonkeyPatch) -> None:
+    captured: dict[str, Any] = {}
+
+    def made(self: Any, client: Any, credentials: Any, http: Any, **kwargs: Any) -> None:
+        captured.update(kwargs)
+
+    monkeypatch.setattr(SendMessageBatchCall, "__init__", made)
+    SendMessageBatchCall.for_client(_client(), Credentials("a", "b"))
+    assert captured["max_attempts"] == ATTEMPTS
+
+
+def test_mock_aws_answers_the_direct_call_as_it_answers_boto3() -> None:
+    """moto's ``mock_aws`` answers botocore's ``before-send``: emitted on each attempt."""
+    from moto import mock_aws
+
+    with mock_aws():
+        client = boto3.session.Session().client("sqs", region_name="us-east-1")
+        url = client.create_queue(QueueName="direct")["QueueUrl"]
+        call = SendMessageBatchCall.for_client(client, client._request_signer._credentials)
+        assert call is not None
+        answer = call.send_message_batch(url, [{"Id": "a", "MessageBody": "h\u00e9"}])
+        assert [s["Id"] for s in answer["Successful"]] == ["a"]
+        got = client.receive_message(QueueUrl=url)["Messages"]
+        assert [m["Body"] for m in got] == ["h\u00e9"]
+        with pytest.raises(client.exceptions.QueueDoesNotExist):  # boto3's class, as boto3
+            call.send_message_batch(url + "-gone", [{"Id": "a", "MessageBody": "x"}])
 
 
 def test_an_error_that_is_not_transient_is_raised_at_once_with_its_query_code() -> None:
