@@ -45,19 +45,14 @@ import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from chalicelib.core.cloudevents.json_format import MSGSPEC_ENCODE as _msgspec_encode
+
 log = logging.getLogger("broker.sqs_send_call")
 
 OPERATION = "SendMessageBatch"
 # Attempts in all when the client does not say (botocore's standard mode: 3 retries). The broker's
 # clients say ``max_attempts: 3`` (aws_clients.py), which botocore reads as 3 retries, 4 attempts.
 MAX_ATTEMPTS = 4
-
-try:
-    import msgspec
-
-    _msgspec_encode: Callable[[Any], bytes] | None = msgspec.json.Encoder().encode
-except ImportError:  # pragma: no cover - where msgspec is not installed
-    _msgspec_encode = None
 
 
 def encode_body(params: Mapping[str, Any]) -> bytes:
@@ -120,7 +115,7 @@ class SendMessageBatchCall:
             retry_checker=StandardRetryConditions(max_attempts=max_attempts),
             retry_backoff=ExponentialBackoff(
                 random=rand,
-                service_name=model.service_id.hyphenize(),
+                service_name=self._service_id,
                 throttling_detector=ThrottlingErrorDetector(RetryEventAdapter()),
             ),
         )

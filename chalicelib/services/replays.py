@@ -34,7 +34,7 @@ from chalicelib.core.archive import rfc3339
 from chalicelib.core.clock import utcnow
 from chalicelib.core.cloudevents import codec
 from chalicelib.core.cloudevents.event import CloudEvent
-from chalicelib.core.cloudevents.json_format import dumps_ascii, dumps_compact
+from chalicelib.core.cloudevents.json_format import MSGSPEC_ENCODE, dumps_ascii, dumps_compact
 from chalicelib.core.cloudevents.sqs_message import (
     PACK_MAX_BYTES,
     PACK_MAX_EVENTS,
@@ -67,13 +67,8 @@ from chalicelib.services.routing import BrokerConfig, Route
 
 log = logs.get("replays")
 
-_encode: Callable[[Any], bytes] | None
-try:  # writes a pack's worth of archived events in one call (``_Run``)
-    import msgspec
-
-    _encode = msgspec.json.Encoder().encode
-except ImportError:  # pragma: no cover - where msgspec is not installed: event by event
-    _encode = None
+# Writes a pack's worth of archived events in one call (``_Run``); None: event by event.
+_encode = MSGSPEC_ENCODE
 
 LIST_PAGE = 1000
 # The replay batch, the checkpoint unit: a crash re-sends at most this many events per trigger.
@@ -269,14 +264,8 @@ class _ReadAhead:
         range with nothing in it: one checkpoint less, and one round."""
         with self._changed:
             item = self._ready
-            if (
-                isinstance(item, tuple)
-                and item[0].end
-                and not item[0].events
-                and not item[0].read
-                and not item[1][0]  # no messages: nothing that needs sending
-                and not item[1][1]  # no missing payloads
-            ):
+            # No events: no messages, no payload missing, nothing read.
+            if isinstance(item, tuple) and item[0].end and not item[0].events:
                 self._ready = None
                 self._changed.notify_all()
                 return _Batch(batch.events, batch.read, item[0].position, end=True)

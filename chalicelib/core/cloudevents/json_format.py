@@ -59,6 +59,8 @@ except ImportError:  # pragma: no cover - where msgspec is not installed
     _msgspec_decode = None
     _msgspec_encode = None
     _MSGSPEC_REFUSALS = (ValueError,)
+# msgspec's compact UTF-8 JSON writer, one for every module that writes with it (None without it).
+MSGSPEC_ENCODE = _msgspec_encode
 
 
 def _accelerated_loads(body: bytes, **_: Any) -> Any:
