@@ -101,6 +101,10 @@ class Settings:
     # the same request, signed, sent, read and retried by botocore's parts, at a third of the
     # CPU. False (BROKER_SQS_DIRECT_SEND=false): through the boto3 client.
     sqs_direct_send: bool = True
+    # DynamoDB's GetItem, PutItem, Query, UpdateItem and DeleteItem made the same way
+    # (adapters/json_call.py) by the resource store: a third of botocore's CPU per call.
+    # False (BROKER_DYNAMODB_DIRECT_CALLS=false): through the boto3 client.
+    dynamodb_direct_calls: bool = True
     # False: SQS event source mappings are created disabled, because something else consumes the
     # trigger queues (the local runtime's pollers, against an emulator such as LocalStack whose own
     # pollers would otherwise compete and spend receive counts, i.e. attempts).
@@ -176,6 +180,7 @@ class Settings:
                 8, max(0, int(number("BROKER_REPLAY_SEND_PROCESSES", "0", int)))
             ),
             sqs_direct_send=_bool(env.get("BROKER_SQS_DIRECT_SEND"), True),
+            dynamodb_direct_calls=_bool(env.get("BROKER_DYNAMODB_DIRECT_CALLS"), True),
             replay_settle_seconds=max(
                 0.0,
                 float(

@@ -17,6 +17,7 @@ class AwsClients:
         self._clients: dict[str, Any] = {}
         self._credentials: dict[str, Any] = {}
         self._send_call: Any = None
+        self._direct: dict[tuple[str, str], Any] = {}  # (service, operation): JsonCall or False
         self._lock = threading.Lock()
 
     def client(self, service: str) -> Any:
@@ -45,6 +46,25 @@ class AwsClients:
                     made = SendMessageBatchCall.for_client(client, self._credentials["sqs"])
                     self._send_call = made or False
         return self._send_call or None
+
+    def direct_call(self, service: str, operation: str) -> Any:
+        """``operation`` on the shared ``service`` client's endpoint, credentials and HTTP
+        session without botocore's request pipeline (adapters/json_call.py): a ``JsonCall``, or
+        None when the client cannot make it so (then its method does). DynamoDB's only when
+        ``Settings.dynamodb_direct_calls``."""
+        if service == "dynamodb" and not self._settings.dynamodb_direct_calls:
+            return None
+        made = self._direct.get((service, operation))
+        if made is None:
+            from chalicelib.adapters.json_call import JsonCall
+
+            client = self.client(service)
+            with self._lock:
+                made = self._direct.get((service, operation))
+                if made is None:
+                    found = JsonCall.for_client(client, self._credentials[service], operation)
+                    made = self._direct[(service, operation)] = found or False
+        return made or None
 
     def dedicated(self, service: str, **config: Any) -> Any:
         """A client of its own (not shared, not cached), with ``config`` over the defaults: e.g.

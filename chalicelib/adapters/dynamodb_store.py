@@ -34,9 +34,18 @@ class DynamoResourceStore:
     def _ddb(self) -> Any:
         return self._clients.client("dynamodb")
 
+    def _call(self, operation: str, **params: Any) -> Any:
+        """``operation`` made directly (adapters/json_call.py) where the client allows it, else
+        by the client's method: the same answer and errors either way."""
+        direct = self._clients.direct_call("dynamodb", operation)
+        if direct is not None:
+            return direct.call(params)
+        return getattr(self._ddb, _METHODS[operation])(**params)
+
     def get(self, kind: str, namespace: str, name: str) -> StoredItem | None:
         with translated(f"get {kind} {namespace}/{name}"):
-            out = self._ddb.get_item(
+            out = self._call(
+                "GetItem",
                 TableName=self._table,
                 Key={"pk": {"S": f"{kind}#{namespace}"}, "sk": {"S": name}},
                 ConsistentRead=True,
@@ -54,7 +63,7 @@ class DynamoResourceStore:
                 "ExpressionAttributeValues": {":pk": {"S": f"{kind}#{namespace}"}},
                 "ConsistentRead": True,
             }
-            op = self._ddb.query
+            operation = "Query"
         else:
             kwargs = {
                 "TableName": self._table,
@@ -62,10 +71,10 @@ class DynamoResourceStore:
                 "ExpressionAttributeValues": {":k": {"S": kind}},
                 "ConsistentRead": True,
             }
-            op = self._ddb.scan
+            operation = "Scan"
         with translated(f"list {kind}"):
             while True:
-                out = op(**kwargs)
+                out = self._call(operation, **kwargs)
                 items.extend(out.get("Items", []))
                 if "LastEvaluatedKey" not in out:
                     break
@@ -99,7 +108,7 @@ class DynamoResourceStore:
             }
         try:
             with translated(f"put {kind} {namespace}/{name}"):
-                self._ddb.put_item(TableName=self._table, Item=item, **condition)
+                self._call("PutItem", TableName=self._table, Item=item, **condition)
         except ConflictError as exc:
             what = "already exists" if expected_version is None else "was modified concurrently"
             raise ConflictError(f"{kind} {namespace}/{name} {what}") from exc
@@ -108,7 +117,8 @@ class DynamoResourceStore:
 
     def delete(self, kind: str, namespace: str, name: str) -> bool:
         with translated(f"delete {kind} {namespace}/{name}"):
-            out = self._ddb.delete_item(
+            out = self._call(
+                "DeleteItem",
                 TableName=self._table,
                 Key={"pk": {"S": f"{kind}#{namespace}"}, "sk": {"S": name}},
                 ReturnValues="ALL_OLD",
@@ -118,8 +128,8 @@ class DynamoResourceStore:
 
     def epoch(self, namespace: str) -> int:
         with translated(f"epoch of {namespace}"):
-            out = self._ddb.get_item(
-                TableName=self._table, Key=_epoch_key(namespace), ConsistentRead=True
+            out = self._call(
+                "GetItem", TableName=self._table, Key=_epoch_key(namespace), ConsistentRead=True
             )
         return int(out.get("Item", {}).get("n", {}).get("N", "0"))
 
@@ -129,12 +139,23 @@ class DynamoResourceStore:
         # After the write: if this fails the caller sees the error (its write is stored; a retry
         # rewrites it and counts again), and caches reread everything at least once a minute.
         with translated(f"epoch of {namespace}"):
-            self._ddb.update_item(
+            self._call(
+                "UpdateItem",
                 TableName=self._table,
                 Key=_epoch_key(namespace),
                 UpdateExpression="ADD n :one",
                 ExpressionAttributeValues={":one": {"N": "1"}},
             )
+
+
+_METHODS = {
+    "GetItem": "get_item",
+    "PutItem": "put_item",
+    "DeleteItem": "delete_item",
+    "UpdateItem": "update_item",
+    "Query": "query",
+    "Scan": "scan",
+}
 
 
 def _to_stored(item: Mapping[str, Any]) -> StoredItem:

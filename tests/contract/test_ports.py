@@ -13,7 +13,13 @@ import pytest
 
 from chalicelib.core.cloudevents.sqs_message import PACK_MAX_BYTES, SQS_MAX_BATCH_BYTES
 from chalicelib.core.delivery.rate import burst
-from chalicelib.core.errors import CallTooLargeError, ConflictError, NotFoundError, UnavailableError
+from chalicelib.core.errors import (
+    BrokerError,
+    CallTooLargeError,
+    ConflictError,
+    NotFoundError,
+    UnavailableError,
+)
 from chalicelib.ports import OutgoingMessage
 from tests.backends import AWS_BACKENDS, BACKENDS, aws_env
 from tests.fakes import (
@@ -265,6 +271,66 @@ def test_queue_direct_send_and_boto3_send_store_the_same(
         )
         with pytest.raises(NotFoundError):
             queues.send_batch(name, [OutgoingMessage("a", "x")])
+
+
+@pytest.mark.parametrize("backend", AWS_BACKENDS)
+def test_store_direct_calls_and_boto3_calls_agree(
+    request: pytest.FixtureRequest, backend: str
+) -> None:
+    """The resource store's DynamoDB calls made directly (adapters/json_call.py, the default) and
+    through the boto3 client read and write the same items: text beyond ASCII, a listing of more
+    than one page, conditional writes refused as ConflictError on both paths, deletes, epochs;
+    and a table that is gone is the same error on both."""
+    from dataclasses import replace
+
+    from brokerctl.bootstrap import bootstrap
+    from chalicelib.adapters.aws_clients import AwsClients
+    from chalicelib.adapters.dynamodb_store import DynamoResourceStore
+
+    settings, clients = aws_env(request, backend)
+    bootstrap(settings, clients, say=lambda line: None)
+    direct = DynamoResourceStore(clients, settings.table_name)
+    through_boto3 = DynamoResourceStore(
+        AwsClients(replace(settings, dynamodb_direct_calls=False)), settings.table_name
+    )
+    assert clients.direct_call("dynamodb", "PutItem") is not None
+    doc = {"spec": {"t": 'h\u00e9 \U0001f600 \u2028 "q" \\ tab\t', "n": 1.5, "e": {}}}
+    big = {"spec": {"pad": "x" * 300_000}}  # three fill a 1 MB page: the listing pages
+    seen = []
+    for store in (direct, through_boto3):
+        ns = _unique("ns")
+        assert store.put("broker", ns, "b", doc, None).version == 1
+        with pytest.raises(ConflictError):
+            store.put("broker", ns, "b", doc, None)
+        with pytest.raises(ConflictError):
+            store.put("broker", ns, "b", doc, 7)
+        assert store.put("broker", ns, "b", doc, 1).version == 2
+        for i in range(5):
+            store.put("blob", ns, f"p{i}", big, None)
+        other = through_boto3 if store is direct else direct
+        assert store.get("broker", ns, "b") == other.get("broker", ns, "b")
+        listed = store.list("blob", ns)
+        assert [i.name for i in listed] == [f"p{i}" for i in range(5)]
+        assert listed == other.list("blob", ns)
+        assert store.epoch(ns) == other.epoch(ns) >= 1
+        assert store.delete("broker", ns, "b") and not store.delete("broker", ns, "b")
+        assert store.get("broker", ns, "b") is None
+        got = other.get("blob", ns, "p0")
+        assert got is not None
+        seen.append((got.doc, got.version))
+    assert seen[0] == seen[1]
+    gone = [
+        DynamoResourceStore(clients, "sb-no-such-table"),
+        DynamoResourceStore(
+            AwsClients(replace(settings, dynamodb_direct_calls=False)), "sb-no-such-table"
+        ),
+    ]
+    errors = []
+    for store in gone:
+        with pytest.raises(BrokerError) as raised:
+            store.get("broker", "ns", "b")
+        errors.append(type(raised.value))
+    assert errors[0] is errors[1]
 
 
 def test_queue_redrive_to_dlq(queues: Any) -> None:

@@ -17,7 +17,7 @@ from botocore.config import Config
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from chalicelib.adapters import sqs_send_call
+from chalicelib.adapters import json_call
 from chalicelib.adapters.aws_clients import AwsClients
 from chalicelib.adapters.sqs_send_call import SendMessageBatchCall, encode_body
 from chalicelib.config import Settings
@@ -122,7 +122,7 @@ def test_the_request_is_boto3s_signed_alike(
 ) -> None:
     """With the body written as botocore writes it (msgspec off) and the same clock, the request
     is boto3's to the byte where it is signed: URL, protocol headers, body, Authorization."""
-    monkeypatch.setattr(sqs_send_call, "_msgspec_encode", None)
+    monkeypatch.setattr(json_call, "_msgspec_encode", None)
     expected = _boto3_request(ENTRIES)
     session = _Session(_Response(200, OK))
     assert _call(session).send_message_batch(QUEUE, ENTRIES)["Successful"]
