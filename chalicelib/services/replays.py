@@ -42,6 +42,7 @@ from chalicelib.core.cloudevents.sqs_message import (
     decode_event_blob,
     encode_pack,
     encode_pack_listed,
+    pack_fields,
     pack_head,
     pack_overhead,
     sqs_text,
@@ -658,8 +659,12 @@ class ReplayRunner:
         def packer(route: Route) -> _Packer:
             found = packers.get(route.queue)
             if found is None:
-                head = pack_head(replay.namespace, replay.broker, route.name, {})
-                found = packers[route.queue] = _Packer(head, per_queue.setdefault(route.queue, []))
+                fields = pack_fields(replay.namespace, replay.broker, route.name, {})
+                found = packers[route.queue] = _Packer(
+                    pack_head(replay.namespace, replay.broker, route.name, {}),
+                    per_queue.setdefault(route.queue, []),
+                    fields,
+                )
             return found
 
         # Every event to every route, in packs: the archived JSON object goes on without being
@@ -736,7 +741,8 @@ class ReplayRunner:
 
         def drain(end: int) -> None:
             nonlocal want, docs
-            run = _Run.of(docs, shortest)
+            first = packer(routes[0])  # a run is written as this packer's pack (``_Run``)
+            run = _Run.of(docs, shortest, first.head, first.fields)
             if run is None:  # not certainly what the per-event path writes: it decides
                 for index in range(end - len(docs), end):
                     one(records[index])
@@ -744,7 +750,7 @@ class ReplayRunner:
                 for route in routes:
                     packer(route).add_run(run)
                 # The next run about fills the first route's pack: few runs are cut.
-                want = packer(routes[0]).room_for(run.count, run.size)
+                want = first.room_for(run.count, run.size)
             docs = []
 
         for end, record in enumerate(records, 1):
@@ -766,7 +772,11 @@ class ReplayRunner:
                     and so
                     and ty
                 ):
-                    docs.append({**doc, extension: name})
+                    # In place (the record is the batch's own, read for it): what
+                    # ``{**doc, extension: name}`` would be, without a copy. Every other path
+                    # adds the same extension with the same value to what it reads.
+                    doc[extension] = name
+                    docs.append(doc)
                     if len(docs) >= want:
                         drain(end)
                     continue
@@ -872,8 +882,11 @@ class _Packer:
     """Fills packs of one trigger's events up to their bounds, appending each full one to
     ``out`` as a message."""
 
-    def __init__(self, head: str, out: list[_Message]) -> None:
-        self._head = head
+    def __init__(
+        self, head: str, out: list[_Message], fields: dict[str, Any] | None = None
+    ) -> None:
+        self.head = self._head = head
+        self.fields = fields  # ``head``'s fields (sqs_message.pack_fields), when known
         self._room = PACK_MAX_BYTES - pack_overhead(head)
         self._out = out
         # Events' texts, runs of them joined by commas, or a run whole (its ``text``).
@@ -935,7 +948,9 @@ class _Packer:
         if texts:
             first = texts[0]
             if len(texts) == 1 and type(first) is _Run:  # the most common pack: one run
-                text = encode_pack_listed(self._head, first.listed)
+                # Written as this pack by msgspec (ASCII: nothing for encode_pack to escape),
+                # or, for another trigger's head, from its list.
+                text = first.pack_of(self._head)
             else:
                 # A run's texts are joined as encode_pack joins its events: the same pack.
                 joined = [t if type(t) is str else t.text for t in texts]  # type: ignore[union-attr]
@@ -945,42 +960,69 @@ class _Packer:
 
 
 class _Run:
-    """Consecutive replayed events' JSON texts, written by one msgspec call: ``listed`` is
-    that list's JSON (``"[" + text + "]"``) and ``text`` what ``","".join`` of their
-    ``_pack_text_undecoded`` would be. Only made (``of``) when that is certain: msgspec wrote
-    every text (it refuses a lone surrogate), each is ASCII (so its length is its size) without
-    ``null`` (msgspec writes an infinite float as null, which ``dumps_ascii`` leaves to
-    ``dumps_compact`` to refuse), and each fits a pack. A pack made of one run whole is written
-    from ``listed`` (``encode_pack_listed``): the run's text is not copied out of it."""
+    """Consecutive replayed events' JSON texts, written by one msgspec call: ``text`` is what
+    ``","".join`` of their ``_pack_text_undecoded`` would be, and ``listed`` the JSON list of
+    them. Only made (``of``) when that is certain: msgspec wrote every text (it refuses a lone
+    surrogate), each is ASCII (so its length is its size) without ``null`` (msgspec writes an
+    infinite float as null, which ``dumps_ascii`` leaves to ``dumps_compact`` to refuse), and
+    each fits a pack. Given a pack's head and its fields, msgspec writes the whole pack at once
+    (``pack_of`` that head is then that text, not a copy of it); otherwise the list alone."""
 
-    __slots__ = ("_docs", "_lengths", "_text", "count", "listed", "size")
+    __slots__ = ("_docs", "_head", "_hi", "_lengths", "_lo", "_source", "count", "size")
 
-    def __init__(self, listed: str, docs: list[dict[str, Any]]) -> None:
-        self.listed = listed
+    def __init__(self, source: str, lo: int, hi: int, head: str | None, docs: list[Any]) -> None:
+        # ``source[lo:hi]`` is the texts; ``source[lo - 1 : hi + 1]`` their list; with ``head``,
+        # ``source`` is ``head + texts + "]}"``: the pack.
+        self._source, self._lo, self._hi, self._head = source, lo, hi, head
         self.count = len(docs)
-        self.size = len(listed) - 1  # the texts' sizes and a comma each, as ``_Packer`` counts
+        self.size = hi - lo + 1  # the texts' sizes and a comma each, as ``_Packer`` counts
         self._docs = docs
         self._lengths: list[int] | None = None
-        self._text: str | None = None
 
     @property
     def text(self) -> str:
-        if self._text is None:
-            self._text = self.listed[1:-1]
-        return self._text
+        return self._source[self._lo : self._hi]
+
+    @property
+    def listed(self) -> str:
+        return self._source[self._lo - 1 : self._hi + 1]
+
+    def pack_of(self, head: str) -> str:
+        """The pack of these events alone after ``head``: ``encode_pack(head, [text])``."""
+        if head == self._head:
+            return self._source
+        return encode_pack_listed(head, self.listed)
 
     @classmethod
-    def of(cls, docs: list[dict[str, Any]], shortest: int) -> _Run | None:
-        """The run of ``docs`` (none of whose texts is shorter than ``shortest``), or None."""
+    def of(
+        cls,
+        docs: list[dict[str, Any]],
+        shortest: int,
+        head: str | None = None,
+        fields: dict[str, Any] | None = None,
+    ) -> _Run | None:
+        """The run of ``docs`` (none of whose texts is shorter than ``shortest``), or None;
+        written as the pack of ``head`` when its ``fields`` are given."""
         assert _encode is not None
+        out: bytes | None = None
+        lo = 1
         try:
-            out = _encode(docs)
+            if head is not None and fields is not None:
+                out = _encode({**fields, "pack": docs})
+                lo = len(head)
+                # msgspec wrote the head's fields as pack_head did (it does, for the ASCII names
+                # of these): else the list alone.
+                if not (out.endswith(b"]}") and out[:lo] == head.encode()):
+                    out, lo = None, 1
+            if out is None:
+                out, head = _encode(docs), None
         except (TypeError, ValueError, OverflowError):  # as dumps_ascii: the per-event path
             return None
         # As dumps_ascii checks each text: the "[", "," and "]" around them add no "null".
-        if not out.isascii() or _NULL.search(out) is not None:
+        if not out.isascii() or _NULL.search(out, lo) is not None:
             return None
-        run = cls(out.decode("ascii"), docs)
+        source = out.decode("ascii")
+        run = cls(source, lo, len(source) - (2 if head is not None else 1), head, docs)
         # The longest text is at most the run less the others at their shortest; measured only
         # when that bound is past a pack's.
         longest = run.size - 1 - (run.count - 1) * (shortest + 1)

@@ -22,6 +22,8 @@ from chalicelib.core.cloudevents.sqs_message import (
     PACK_MAX_BYTES,
     PACK_MAX_EVENTS,
     decode_messages,
+    encode_pack,
+    pack_fields,
     pack_head,
     pack_overhead,
 )
@@ -404,6 +406,30 @@ def test_a_run_is_made_only_when_its_text_is_certainly_the_per_event_one() -> No
     at_bound = {**_doc(1, 0, 0), "data": "x" * (PACKABLE - _BARE)}
     assert len(dumps_compact(at_bound)) == PACKABLE
     assert replays._Run.of([at_bound, *plain[:3]], shortest) is not None
+
+
+def test_a_run_written_as_its_pack_is_that_pack_and_another_triggers_too() -> None:
+    """Given a pack's head and fields, msgspec writes the whole pack (``pack_of`` that head is
+    the text itself); for another trigger's head, or fields msgspec would not write as
+    ``pack_head`` does, the same pack as ``encode_pack`` of the run's text."""
+    shortest = replays._SHORTEST_TEXT + len("r1")
+    docs = [_doc(0, j, 100) for j in range(20)]
+    head = pack_head("ns", "default", "a", {})
+    fields = pack_fields("ns", "default", "a", {})
+    run = replays._Run.of(docs, shortest, head, fields)
+    assert run is not None
+    assert run.text == ",".join(replays._pack_text_undecoded({"event": d}, "r1") for d in docs)
+    assert run.listed == "[" + run.text + "]" and run.size == len(run.text) + 1
+    assert run.pack_of(head) == encode_pack(head, [run.text])
+    other = pack_head("ns", "default", "b", {})
+    assert run.pack_of(other) == encode_pack(other, [run.text])
+    # Fields that are not the head's: the list alone is written, the packs are the same.
+    odd = replays._Run.of(docs, shortest, head, {**fields, "trigger": "zz"})
+    assert odd is not None and odd.pack_of(head) == encode_pack(head, [run.text])
+    # A "null" in the head (a namespace so named) does not make the events' texts uncertain.
+    nulls = pack_head("null", "default", "a", {})
+    named = replays._Run.of(docs, shortest, nulls, pack_fields("null", "default", "a", {}))
+    assert named is not None and named.pack_of(nulls) == encode_pack(nulls, [run.text])
 
 
 def test_routes_sharing_a_queue_get_each_text_once_per_route_in_turn() -> None:

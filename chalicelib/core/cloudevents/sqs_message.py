@@ -241,17 +241,22 @@ def call_chunks(
     return out
 
 
+def pack_fields(
+    namespace: str, broker: str, trigger: str, headers: Mapping[str, str]
+) -> dict[str, Any]:
+    """A pack's fields besides its events: ``pack_head`` is their JSON, open for the events."""
+    return {
+        "v": MESSAGE_VERSION,
+        "namespace": namespace,
+        "broker": broker,
+        "trigger": trigger,
+        "headers": dict(headers),
+    }
+
+
 def pack_head(namespace: str, broker: str, trigger: str, headers: Mapping[str, str]) -> str:
     """The text a pack's events follow: ``pack_head(...) + ",".join(events) + "]}"``."""
-    head = dumps_compact(
-        {
-            "v": MESSAGE_VERSION,
-            "namespace": namespace,
-            "broker": broker,
-            "trigger": trigger,
-            "headers": dict(headers),
-        }
-    )
+    head = dumps_compact(pack_fields(namespace, broker, trigger, headers))
     return head[:-1] + ',"pack":['
 
 
