@@ -105,6 +105,9 @@ class Settings:
     # (adapters/json_call.py) by the resource store: a third of botocore's CPU per call.
     # False (BROKER_DYNAMODB_DIRECT_CALLS=false): through the boto3 client.
     dynamodb_direct_calls: bool = True
+    # After the first replay run, the process's long-lived heap is frozen out of the garbage
+    # collector's full collections (chalicelib/heap.py). False (BROKER_FREEZE_HEAP=false): not.
+    freeze_heap: bool = True
     # False: SQS event source mappings are created disabled, because something else consumes the
     # trigger queues (the local runtime's pollers, against an emulator such as LocalStack whose own
     # pollers would otherwise compete and spend receive counts, i.e. attempts).
@@ -181,6 +184,7 @@ class Settings:
             ),
             sqs_direct_send=_bool(env.get("BROKER_SQS_DIRECT_SEND"), True),
             dynamodb_direct_calls=_bool(env.get("BROKER_DYNAMODB_DIRECT_CALLS"), True),
+            freeze_heap=_bool(env.get("BROKER_FREEZE_HEAP"), True),
             replay_settle_seconds=max(
                 0.0,
                 float(

@@ -294,6 +294,7 @@ class Container:
                 archive_bucket=self.settings.archive_bucket,
                 settle_seconds=self.settings.replay_settle_seconds,
                 send_processes=self.settings.replay_send_processes,
+                freeze_heap=self.settings.freeze_heap,
             ),
             process_send=self._replay_process_send if self._queues_are_sqs() else None,
         )

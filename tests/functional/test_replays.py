@@ -231,6 +231,37 @@ def _runner(
     )
 
 
+def test_the_runner_settles_the_heap_after_a_run_unless_told_not_to(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After a run the runner freezes the process's long-lived heap out of full collections,
+    once per process (chalicelib/heap.py; tests/unit/test_heap.py runs it in a process of its
+    own); ``freeze_heap`` off (BROKER_FREEZE_HEAP=false), it does not."""
+    from chalicelib.config import Settings
+    from chalicelib.services import replays
+
+    calls: list[int] = []
+    monkeypatch.setattr(replays.heap, "settle", lambda: bool(calls.append(1)))
+    assert Settings.from_env({"BROKER_FREEZE_HEAP": "false"}).freeze_heap is False
+    assert Settings.from_env({}).freeze_heap is True
+    h = _setup({"a": None})
+    start, _ = window()
+    _send(h, 3)
+    flush_archive(h)
+    drain(h, "a")
+    _, end = window()
+    runner = _runner(h, h.store)
+    assert runner._options.freeze_heap is True  # the default
+    put_replay(h, "r1", start, end)
+    assert runner.run("ns", "default", "r1", 10.0)
+    assert calls == [1]
+    runner._options = replace(runner._options, freeze_heap=False)
+    put_replay(h, "r2", start, end)
+    assert runner.run("ns", "default", "r2", 10.0)
+    assert calls == [1]
+    assert len(drain(h, "a")) == 6  # both ran
+
+
 def test_a_crash_mid_way_loses_nothing_and_resends_at_most_one_batch() -> None:
     h = harness()
     store = _CrashingStore(crash_at=3)
