@@ -15,8 +15,11 @@ process started before the clock starts, as in a running local runtime or a warm
 container) and COLD (its start inside the timed run); the former default (one event a message,
 checkpoint every 100), 2 processes, and the local SQS endpoint alone with the same bytes are
 timed too, side by side; and the CPU each process spends (this one, the senders, moto) on the
-read, the send alone and the replays.
-Run: .venv/bin/python benchmarks/replay.py
+read, the send alone and the replays. The figure (``replay_ratio_vs_read``) comes from the floor
+and the default replay timed in turn, with nothing else between them, after an untimed replay
+(a process's first replay run ends with its heap frozen out of full garbage collections:
+chalicelib/heap.py); the other configurations follow in rounds of their own.
+Run: .venv/bin/python benchmarks/replay.py (REPLAY_EVENTS=20000 for a longer replay)
 """
 
 from __future__ import annotations
@@ -325,7 +328,10 @@ def main() -> None:
                 f"{cold_eps:,.0f}",
             )
         )
-        print(f"{EVENTS} events of 1 KiB in {EVENTS // PER_OBJECT} objects, median of {ROUNDS}")
+        print(
+            f"{EVENTS} events of 1 KiB in {EVENTS // PER_OBJECT} objects; the floor and the "
+            f"default: median of {2 * ROUNDS}, the others of {ROUNDS}"
+        )
         print(f"load average before the run: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
         print_table(rows, ("path", "ms", "events/s"))
         print_table(
@@ -368,11 +374,14 @@ def main() -> None:
             "The floor reads the same objects alone (list, get, parse, select); the local SQS "
             "endpoint alone with the packs' bytes (one call at a time, nothing else) and the "
             "former default (one event a message, checkpoint every 100 events) are timed in the "
-            "same run. Each round times the former default first, then an untimed replay, then "
+            f"same run. The floor and the default replay are timed in turn {2 * ROUNDS} times "
+            "with nothing else between them (after an untimed replay: the runner's first run in "
+            "a process also freezes its long-lived heap, chalicelib/heap.py); then each of "
+            f"{ROUNDS} rounds times the former default first, then an untimed replay, then "
             "the others in an order that turns each round (whatever ran just after the former "
             "default was slower). The *_ms figures are the mean wall and CPU time per process "
             "(this one, the sender processes, moto's; /proc, 10 ms ticks) of ROUNDS more runs. "
-            f"Median of {ROUNDS}; load average {load[0]:.2f} when it started, on "
+            f"Medians; load average {load[0]:.2f} when it started, on "
             f"{os.cpu_count()} cores",
         )
     finally:
