@@ -270,7 +270,9 @@ def main() -> None:
         for _ in range(2 * ROUNDS):
             reads.append(_read_floor(c, start, end))
             replays[default].append(_replay(c, start, end, *default))
-        packed = [k for k in CONFIGS if k not in (FORMER, default)] + [COLD]
+        # The default once more among the others, to compare them in the same conditions.
+        among: list[float] = []
+        packed = [k for k in CONFIGS if k != FORMER] + [COLD]
         for r in range(ROUNDS):
             sends_packed.append(_send_floor(c, queue, per_message=per_pack))
             replays[FORMER].append(_replay(c, start, end, *FORMER))
@@ -280,6 +282,8 @@ def main() -> None:
             for config in packed[r % len(packed) :] + packed[: r % len(packed)]:
                 if config == COLD:
                     colds.append(_replay(c, start, end, *POOL, warm=False))
+                elif config == default:
+                    among.append(_replay(c, start, end, *config))
                 else:
                     replays[config].append(_replay(c, start, end, *config))
         # Where the time goes (CPU per process; /proc counts in 10 ms ticks: a mean of ROUNDS).
@@ -321,6 +325,15 @@ def main() -> None:
             elif config == FORMER:
                 label += " (former default)"
             rows.append((label, f"{replay_s[config] * 1000:,.0f}", f"{eps[config]:,.0f}"))
+            if config == default:
+                among_s = statistics.median(among)
+                rows.append(
+                    (
+                        "  the default again, among the other configurations",
+                        f"{among_s * 1000:,.0f}",
+                        f"{EVENTS / among_s:,.0f}",
+                    )
+                )
         rows.append(
             (
                 "1 sender process, cold: the process started within the run",
@@ -351,6 +364,7 @@ def main() -> None:
                 "events_per_s_2_processes": eps[1000, 4, True, 2],
                 "events_per_s_2_processes_8_in_flight": eps[1000, 8, True, 2],
                 "events_per_s_threads": eps[THREADS],
+                "events_per_s_default_among_others": EVENTS / statistics.median(among),
                 "events_per_s_former_default": eps[FORMER],
                 "read_events_per_s": read_eps,
                 "send_alone_packed_events_per_s": send_p_eps,
@@ -378,7 +392,8 @@ def main() -> None:
             "with nothing else between them (after an untimed replay: the runner's first run in "
             "a process also freezes its long-lived heap, chalicelib/heap.py); then each of "
             f"{ROUNDS} rounds times the former default first, then an untimed replay, then "
-            "the others in an order that turns each round (whatever ran just after the former "
+            "the others (the default among them again: events_per_s_default_among_others) in "
+            "an order that turns each round (whatever ran just after the former "
             "default was slower). The *_ms figures are the mean wall and CPU time per process "
             "(this one, the sender processes, moto's; /proc, 10 ms ticks) of ROUNDS more runs. "
             f"Medians; load average {load[0]:.2f} when it started, on "
