@@ -101,7 +101,7 @@ class Settings:
     # the same request, signed, sent, read and retried by botocore's parts, at a third of the
     # CPU. False (BROKER_SQS_DIRECT_SEND=false): through the boto3 client.
     sqs_direct_send: bool = True
-    # DynamoDB's GetItem, PutItem, Query, UpdateItem and DeleteItem made the same way
+    # DynamoDB's GetItem, PutItem, Query, Scan, UpdateItem and DeleteItem made the same way
     # (adapters/json_call.py) by the resource store: a third of botocore's CPU per call.
     # False (BROKER_DYNAMODB_DIRECT_CALLS=false): through the boto3 client.
     dynamodb_direct_calls: bool = True

@@ -9,10 +9,14 @@ the replay benchmark with 20,000 events: 0.6 full collections a run, 93 ms of it
 ``gc.freeze()``, 0.7 ms, and the run 22% faster (docs/replay.md, Throughput).
 
 ``settle()`` collects once, then freezes what is alive (``gc.freeze``: moved to a permanent
-generation the collector no longer visits), once per process, after the first replay run (by
-then the clients the runner uses exist). Objects made later are collected as before; frozen ones
-are still freed when nothing refers to them (reference counting), and only a reference cycle among
-them would outlive its use. ``BROKER_FREEZE_HEAP=false`` leaves the collector alone.
+generation the collector no longer visits), once per process, after the first replay run that
+ends normally (by then the clients the runner uses exist, and the run's own batches are gone).
+Objects made later are collected as before; frozen ones are still freed when nothing refers to
+them (reference counting), and only a reference cycle among them would outlive its use: a
+one-time cost, bounded by what was alive at that moment, which in the local runtime's process
+includes other threads' work in flight (a request, a poller's batch). The first run also pays
+for one full collection (100-160 ms here), after its work. ``BROKER_FREEZE_HEAP=false`` leaves
+the collector alone.
 """
 
 from __future__ import annotations

@@ -51,8 +51,10 @@ class AwsClients:
         """``operation`` on the shared ``service`` client's endpoint, credentials and HTTP
         session without botocore's request pipeline (adapters/json_call.py): a ``JsonCall``, or
         None when the client cannot make it so (then its method does). DynamoDB's only when
-        ``Settings.dynamodb_direct_calls``."""
+        ``Settings.dynamodb_direct_calls``, SQS's only when ``Settings.sqs_direct_send``."""
         if service == "dynamodb" and not self._settings.dynamodb_direct_calls:
+            return None
+        if service == "sqs" and not self._settings.sqs_direct_send:
             return None
         made = self._direct.get((service, operation))
         if made is None:

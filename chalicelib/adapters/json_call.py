@@ -1,6 +1,6 @@
 """An AWS JSON-protocol call without botocore's request pipeline, for the calls the broker makes
 most: SendMessageBatch (every enqueue: ingress, delivery's send-backs, redrive, replays;
-adapters/sqs_send_call.py) and DynamoDB's GetItem, PutItem, Query, UpdateItem and DeleteItem
+adapters/sqs_send_call.py) and DynamoDB's GetItem, PutItem, Query, Scan, UpdateItem and DeleteItem
 (every resource read and write: configuration loads, replay checkpoints, the control plane;
 adapters/dynamodb_store.py).
 
@@ -30,7 +30,10 @@ blobs) — and everything that decides correctness is botocore's own:
 
 Not checked here: the parameters against the service model (botocore's validation); the
 callers are the broker's adapters, whose parameters are fixed in code and tested through
-botocore as well (``Settings.direct_calls`` off).
+botocore as well (``Settings.sqs_direct_send`` and ``Settings.dynamodb_direct_calls`` off).
+Nor are a modeled error's own fields added to it (DynamoDB's ``Item`` of a refused condition
+asked with ``ReturnValuesOnConditionCheckFailure``, which the store does not ask for) or
+``ResponseMetadata.MaxAttemptsReached``.
 
 Where the client does not speak that protocol (an older botocore, where SQS used the query
 protocol), or where botocore's calls are instrumented (X-Ray traces each call by wrapping
@@ -53,7 +56,7 @@ import random
 import time
 import types
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from chalicelib.core.cloudevents.json_format import MSGSPEC_ENCODE as _msgspec_encode
 
@@ -81,6 +84,9 @@ def _base64(value: Any) -> str:
     if isinstance(value, bytes | bytearray):
         return base64.b64encode(value).decode("utf-8")
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+_C = TypeVar("_C", bound="JsonCall")
 
 
 class JsonCall:
@@ -150,7 +156,7 @@ class JsonCall:
         if found is None:
             return None
         http, attempts = found
-        return cls(client, credentials, http, operation, max_attempts=attempts)
+        return built(lambda: cls(client, credentials, http, operation, max_attempts=attempts))
 
     def call(self, params: dict[str, Any]) -> Any:
         """As ``client.<operation>(**params)``, with the client's events emitted as botocore
@@ -274,6 +280,17 @@ def usable(client: Any, operation: str) -> tuple[Any, int] | None:
     return http, int(retries.get("total_max_attempts") or MAX_ATTEMPTS)
 
 
+def built(make: Callable[[], _C]) -> _C | None:
+    """``make()``, or None (botocore makes the calls) where this botocore lacks a part the call
+    uses as it uses it (an older one, such as a Lambda runtime's: its retry backoff took no
+    service name before 1.40-something)."""
+    try:
+        return make()
+    except (TypeError, ImportError, AttributeError) as exc:
+        log.warning("calls through botocore: its parts are not what a direct call uses (%s)", exc)
+        return None
+
+
 def _instrumented() -> bool:
     """Whether botocore's calls are wrapped by something else than botocore (the X-Ray SDK,
     which Powertools' Tracer turns on where it is installed, and OpenTelemetry wrap
@@ -283,8 +300,10 @@ def _instrumented() -> bool:
     from botocore.client import BaseClient
 
     made = BaseClient.__dict__.get("_make_api_call")
-    if not isinstance(made, types.FunctionType):
-        return True  # a wrapt proxy
+    # ``type``, not ``isinstance``: wrapt's FunctionWrapper passes ``__class__`` (and
+    # ``__code__``) on from the function it wraps, and X-Ray's patch is one.
+    if type(made) is not types.FunctionType:
+        return True
     home = os.path.dirname(os.path.abspath(botocore.__file__))
     return not os.path.abspath(made.__code__.co_filename).startswith(home + os.sep)
 

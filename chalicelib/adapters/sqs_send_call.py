@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from chalicelib.adapters.json_call import MAX_ATTEMPTS, JsonCall, encode_body, usable
+from chalicelib.adapters.json_call import MAX_ATTEMPTS, JsonCall, built, encode_body, usable
 
 __all__ = ["MAX_ATTEMPTS", "OPERATION", "SendMessageBatchCall", "encode_body"]
 
@@ -45,7 +45,7 @@ class SendMessageBatchCall(JsonCall):
         if found is None:
             return None
         http, attempts = found
-        return cls(client, credentials, http, max_attempts=attempts)
+        return built(lambda: cls(client, credentials, http, max_attempts=attempts))
 
     def send_message_batch(self, queue_url: str, entries: Sequence[Mapping[str, Any]]) -> Any:
         """As ``client.send_message_batch(QueueUrl=..., Entries=...)``."""

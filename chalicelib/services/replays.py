@@ -386,6 +386,14 @@ class ReplayRunner:
     def run(self, namespace: str, broker: str, name: str, budget_s: float) -> bool:
         """Advance one replay for at most about ``budget_s`` seconds (plus one batch); True when
         it is finished (succeeded, failed or cancelled)."""
+        finished = self._advance(namespace, broker, name, budget_s)
+        if self._options.freeze_heap:
+            # Once per process, after a run that ended normally: its batches are gone by now
+            # (a failed run's exception would hold them, and they would stay frozen).
+            heap.settle()
+        return finished
+
+    def _advance(self, namespace: str, broker: str, name: str, budget_s: float) -> bool:
         deadline = self._monotonic() + budget_s
         stored = self._replays.get(namespace, rp.store_name(broker, name))
         if stored is None:
@@ -413,8 +421,6 @@ class ReplayRunner:
             if not plan.done():
                 plan.set_exception(_NotSentError())  # the reading stops at its first batch
             ahead.stop()  # what it read beyond the last checkpoint is read again next run
-            if self._options.freeze_heap:
-                heap.settle()  # once per process
 
     # ---- the lease ------------------------------------------------------------------------------
 
@@ -777,6 +783,7 @@ class ReplayRunner:
                     and i
                     and so
                     and ty
+                    and type(doc) is dict  # parse_json's: one that can take the extension
                 ):
                     # In place (the record is the batch's own, read for it): what
                     # ``{**doc, extension: name}`` would be, without a copy. Every other path

@@ -259,27 +259,83 @@ def test_a_client_of_another_protocol_keeps_botocore() -> None:
 
 
 def test_instrumented_botocore_keeps_its_calls(monkeypatch: pytest.MonkeyPatch) -> None:
-    """X-Ray wraps ``BaseClient._make_api_call`` to trace every call: then botocore sends."""
+    """X-Ray (and OpenTelemetry) wrap ``BaseClient._make_api_call`` with wrapt to trace every
+    call: then botocore makes them, SendMessageBatch and the store's DynamoDB calls alike.
+    wrapt's wrapper passes the wrapped function's ``__class__`` and ``__code__`` on."""
     import functools
 
+    import wrapt
     from botocore.client import BaseClient
 
-    original = BaseClient._make_api_call
+    from chalicelib.adapters.json_call import JsonCall
+
+    dynamodb = boto3.session.Session().client("dynamodb", region_name="us-east-1")
+    original = BaseClient.__dict__["_make_api_call"]
+    assert SendMessageBatchCall.for_client(_client(), Credentials("a", "b")) is not None
+    monkeypatch.setattr(BaseClient, "_make_api_call", original)  # restored after the test
 
     @functools.wraps(original)
     def traced(self: Any, *args: Any, **kwargs: Any) -> Any:
         return original(self, *args, **kwargs)
 
-    assert SendMessageBatchCall.for_client(_client(), Credentials("a", "b")) is not None
     monkeypatch.setattr(BaseClient, "_make_api_call", traced)
     assert SendMessageBatchCall.for_client(_client(), Credentials("a", "b")) is None
-
-    class Proxy:  # as wrapt's FunctionWrapper (X-Ray, OpenTelemetry): not a function
-        def __get__(self, instance: Any, owner: Any) -> Any:
-            return original.__get__(instance, owner)
-
-    monkeypatch.setattr(BaseClient, "_make_api_call", Proxy())
+    monkeypatch.setattr(BaseClient, "_make_api_call", original)
+    wrapt.wrap_function_wrapper(  # as aws_xray_sdk.ext.botocore.patch does
+        "botocore.client", "BaseClient._make_api_call", lambda w, i, a, k: w(*a, **k)
+    )
+    assert isinstance(BaseClient.__dict__["_make_api_call"], type(original))  # it passes
     assert SendMessageBatchCall.for_client(_client(), Credentials("a", "b")) is None
+    assert JsonCall.for_client(dynamodb, Credentials("a", "b"), "GetItem") is None
+
+
+def test_the_x_ray_sdks_own_patch_keeps_botocores_calls() -> None:
+    """Powertools' Tracer patches botocore with the X-Ray SDK on Lambda: in a process of its own
+    (the patch is process-wide), no call is made directly."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = (
+        "import boto3\n"
+        "from botocore.credentials import Credentials\n"
+        "from aws_xray_sdk.core import patch\n"
+        "from chalicelib.adapters.json_call import JsonCall\n"
+        "from chalicelib.adapters.sqs_send_call import SendMessageBatchCall\n"
+        "s = boto3.session.Session()\n"
+        "c = Credentials('a', 'b')\n"
+        "ddb, sqs = s.client('dynamodb', region_name='us-east-1'), s.client('sqs', "
+        "region_name='us-east-1')\n"
+        "assert JsonCall.for_client(ddb, c, 'GetItem') is not None\n"
+        "patch(['botocore'])\n"
+        "assert JsonCall.for_client(ddb, c, 'GetItem') is None\n"
+        "assert SendMessageBatchCall.for_client(sqs, c) is None\n"
+        "print('ok')\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_an_older_botocore_keeps_its_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A botocore whose parts a direct call cannot use as it does (a Lambda runtime's older one:
+    its retry backoff took no service name) makes the calls itself, and the clients remember."""
+    import botocore.retries.standard as standard
+
+    class OldBackoff:
+        def __init__(self, max_backoff: int = 20, random: Any = None) -> None:
+            pass
+
+    sqs = _client()
+    clients = AwsClients(Settings(endpoint_url=ENDPOINT, region="us-east-1"))
+    clients.client("dynamodb"), clients.client("sqs")  # made before: clients use it too
+    monkeypatch.setattr(standard, "ExponentialBackoff", OldBackoff)
+    assert SendMessageBatchCall.for_client(sqs, Credentials("a", "b")) is None
+    assert clients.direct_call("dynamodb", "GetItem") is None
+    assert clients._direct[("dynamodb", "GetItem")] is False  # not tried again
+    assert clients.sqs_send_call() is None
 
 
 def test_the_clients_events_see_the_call_as_botocores() -> None:
