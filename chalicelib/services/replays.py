@@ -898,7 +898,7 @@ class _Packer:
     def __init__(
         self, head: str, out: list[_Message], fields: dict[str, Any] | None = None
     ) -> None:
-        self.head = self._head = head
+        self.head = head
         self.fields = fields  # ``head``'s fields (sqs_message.pack_fields), when known
         self._room = PACK_MAX_BYTES - pack_overhead(head)
         self._out = out
@@ -963,11 +963,11 @@ class _Packer:
             if len(texts) == 1 and type(first) is _Run:  # the most common pack: one run
                 # Written as this pack by msgspec (ASCII: nothing for encode_pack to escape),
                 # or, for another trigger's head, from its list.
-                text = first.pack_of(self._head)
+                text = first.pack_of(self.head)
             else:
                 # A run's texts are joined as encode_pack joins its events: the same pack.
                 joined = [t if type(t) is str else t.text for t in texts]  # type: ignore[union-attr]
-                text = encode_pack(self._head, joined)
+                text = encode_pack(self.head, joined)
             self._out.append((text, None, self._count))
             self._texts, self._count, self._size = [], 0, 0
 

@@ -7,17 +7,12 @@ paths on moto and LocalStack (tests/contract/test_ports.py)."""
 from __future__ import annotations
 
 import base64
-import datetime
 import json
 import zlib
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-import boto3
 import pytest
-from botocore.awsrequest import HeadersDict
-from botocore.config import Config
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
@@ -25,8 +20,17 @@ from chalicelib.adapters import json_call
 from chalicelib.adapters.aws_clients import AwsClients
 from chalicelib.adapters.json_call import JsonCall
 from chalicelib.config import Settings
+from tests.unit.direct_call_support import (
+    ATTEMPTS,
+    ENDPOINT,
+    Response,
+    Session,
+    boto3_request,
+    broker_client,
+    freeze_signing_clock,
+    text,
+)
 
-ENDPOINT = "http://127.0.0.1:9"  # never contacted: the session below answers
 ITEM = {
     "pk": {"S": "broker#ns"},
     "sk": {"S": 'h\u00e9 "q" \U0001f600'},
@@ -39,39 +43,21 @@ PUT = {
     "ConditionExpression": "version = :v",
     "ExpressionAttributeValues": {":v": {"N": "1"}},
 }
-ATTEMPTS = 4  # the broker's clients: max_attempts 3, read by botocore as retries
 
 
-class _Response:
-    def __init__(self, status: int, body: Any, crc32: int | None = None) -> None:
-        self.status_code = status
-        self.content = json.dumps(body).encode()
-        crc = zlib.crc32(self.content) if crc32 is None else crc32
-        self.headers = HeadersDict({"x-amz-crc32": str(crc)})
-
-
-class _Session:
-    def __init__(self, *answers: Any) -> None:
-        self.answers = list(answers)
-        self.requests: list[Any] = []
-
-    def send(self, prepared: Any) -> Any:
-        self.requests.append(prepared)
-        return self.answers.pop(0)
+def _answer(status: int, body: Any, crc32: int | None = None) -> Response:
+    """DynamoDB's answer: with the CRC32 of its body (``crc32``: another, a damaged answer)."""
+    answer = Response(status, body)
+    crc = zlib.crc32(answer.content) if crc32 is None else crc32
+    answer.headers["x-amz-crc32"] = str(crc)
+    return answer
 
 
 def _client() -> Any:
-    return boto3.session.Session().client(
-        "dynamodb",
-        region_name="eu-west-1",
-        endpoint_url=ENDPOINT,
-        aws_access_key_id="AKIDEXAMPLE",
-        aws_secret_access_key="secret",
-        config=Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=1),
-    )
+    return broker_client("dynamodb")
 
 
-def _call(session: _Session, operation: str, sleeps: list[float] | None = None) -> JsonCall:
+def _call(session: Session, operation: str, sleeps: list[float] | None = None) -> JsonCall:
     client = _client()
     return JsonCall(
         client,
@@ -85,32 +71,12 @@ def _call(session: _Session, operation: str, sleeps: list[float] | None = None) 
 
 
 @pytest.fixture()
-def frozen_time(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    at = datetime.datetime(2026, 11, 26, 12, 0, 0)
-    monkeypatch.setattr("botocore.auth.get_current_datetime", lambda: at)
-    yield
-
-
-class _Stop(Exception):
-    pass
+def frozen_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    freeze_signing_clock(monkeypatch)
 
 
 def _boto3_request(params: dict[str, Any]) -> Any:
-    client = _client()
-    seen: list[Any] = []
-
-    def stop(request: Any, **_: Any) -> Any:
-        seen.append(request)
-        raise _Stop()
-
-    client.meta.events.register("before-send", stop)
-    with pytest.raises(_Stop):
-        client.put_item(**params)
-    return seen[0]
-
-
-def _text(value: str | bytes) -> str:
-    return value.decode() if isinstance(value, bytes) else value
+    return boto3_request(_client(), lambda c: c.put_item(**params))
 
 
 def test_put_item_is_boto3s_request_signed_alike(
@@ -119,25 +85,25 @@ def test_put_item_is_boto3s_request_signed_alike(
     """With the body written as botocore writes it (msgspec off), the request is boto3's to the
     byte where it is signed; with msgspec, the same JSON (a binary value as base64)."""
     expected = _boto3_request(PUT)
-    session = _Session(_Response(200, {}))
+    session = Session(_answer(200, {}))
     _call(session, "PutItem").call(dict(PUT))
     sent = session.requests[0]
     assert json.loads(sent.body) == json.loads(expected.body)
     assert json.loads(sent.body)["Item"]["blob"]["B"] == base64.b64encode(b"\x00\xffbytes").decode()
     monkeypatch.setattr(json_call, "_msgspec_encode", None)
-    session = _Session(_Response(200, {}))
+    session = Session(_answer(200, {}))
     _call(session, "PutItem").call(dict(PUT))
     sent = session.requests[0]
     assert (sent.method, sent.url, sent.body) == (expected.method, expected.url, expected.body)
     for header in ("X-Amz-Target", "Content-Type", "X-Amz-Date", "Authorization"):
-        assert _text(sent.headers[header]) == _text(expected.headers[header]), header
-    assert _text(sent.headers["X-Amz-Target"]) == "DynamoDB_20120810.PutItem"
+        assert text(sent.headers[header]) == text(expected.headers[header]), header
+    assert text(sent.headers["X-Amz-Target"]) == "DynamoDB_20120810.PutItem"
     assert "x-amzn-query-mode" not in sent.headers  # SQS's only
 
 
 def test_the_answer_is_boto3s_binary_values_decoded() -> None:
     item = {"pk": {"S": "p"}, "blob": {"B": base64.b64encode(b"\x00\xff").decode()}}
-    session = _Session(_Response(200, {"Item": item}))
+    session = Session(_answer(200, {"Item": item}))
     got = _call(session, "GetItem").call({"TableName": "t", "Key": {"pk": {"S": "p"}}})
     assert got["Item"] == {"pk": {"S": "p"}, "blob": {"B": b"\x00\xff"}}
     assert got["ResponseMetadata"]["RetryAttempts"] == 0
@@ -149,7 +115,7 @@ def test_a_refused_condition_is_boto3s_exception_at_once() -> None:
         "__type": "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException",
         "message": "The conditional request failed",
     }
-    session = _Session(_Response(400, refused))
+    session = Session(_answer(400, refused))
     with pytest.raises(ClientError) as raised:
         _call(session, "PutItem", sleeps).call(dict(PUT))
     assert type(raised.value).__name__ == "ConditionalCheckFailedException"  # boto3's class
@@ -163,16 +129,16 @@ def test_a_damaged_answer_and_a_server_error_are_retried_with_dynamodbs_backoff(
     check) and a 500, after DynamoDB's 25 ms base (other services: 50 ms)."""
     sleeps: list[float] = []
     item = {"Item": {"pk": {"S": "p"}}}
-    session = _Session(
-        _Response(200, item, crc32=1),
-        _Response(500, {"__type": "InternalServerError", "message": "x"}),
-        _Response(200, item),
+    session = Session(
+        _answer(200, item, crc32=1),
+        _answer(500, {"__type": "InternalServerError", "message": "x"}),
+        _answer(200, item),
     )
     got = _call(session, "GetItem", sleeps).call({"TableName": "t", "Key": {"pk": {"S": "p"}}})
     assert got["Item"] == {"pk": {"S": "p"}}
     assert got["ResponseMetadata"]["RetryAttempts"] == 2
     assert sleeps == [0.025, 0.05]
-    attempts = [_text(r.headers["amz-sdk-request"]) for r in session.requests]
+    attempts = [text(r.headers["amz-sdk-request"]) for r in session.requests]
     assert attempts == [f"attempt={n}; max={ATTEMPTS}" for n in (1, 2, 3)]
 
 
@@ -182,7 +148,7 @@ def test_throttling_is_retried_until_the_clients_attempts_are_spent() -> None:
         "__type": "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",
         "message": "slow down",
     }
-    session = _Session(*[_Response(400, throttled) for _ in range(ATTEMPTS)])
+    session = Session(*[_answer(400, throttled) for _ in range(ATTEMPTS)])
     with pytest.raises(ClientError) as raised:
         _call(session, "Query", sleeps).call({"TableName": "t"})
     assert type(raised.value).__name__ == "ProvisionedThroughputExceededException"

@@ -4,16 +4,12 @@ LocalStack (tests/contract/test_ports.py); here an HTTP session stands in for th
 
 from __future__ import annotations
 
-import datetime
 import json
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
 import boto3
 import pytest
-from botocore.awsrequest import HeadersDict
-from botocore.config import Config
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError, EndpointConnectionError
 
@@ -21,8 +17,17 @@ from chalicelib.adapters import json_call
 from chalicelib.adapters.aws_clients import AwsClients
 from chalicelib.adapters.sqs_send_call import SendMessageBatchCall, encode_body
 from chalicelib.config import Settings
+from tests.unit.direct_call_support import (
+    ATTEMPTS,
+    ENDPOINT,
+    Response,
+    Session,
+    boto3_request,
+    broker_client,
+    freeze_signing_clock,
+    text,
+)
 
-ENDPOINT = "http://127.0.0.1:9"  # never contacted: the session below answers
 QUEUE = f"{ENDPOINT}/000000000000/q"
 ENTRIES = [
     {"Id": "0", "MessageBody": 'h\u00e9 "quoted" \U0001f600'},
@@ -36,45 +41,12 @@ ENTRIES = [
 OK = {"Successful": [{"Id": "0", "MessageId": "m0", "MD5OfMessageBody": "d"}], "Failed": []}
 
 
-class _Response:
-    def __init__(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
-        self.status_code = status
-        self.headers = HeadersDict(headers or {})
-        self.content = json.dumps(body).encode()
-
-
-class _Session:
-    """Answers each request with the next of ``answers`` (a response, or an exception raised)."""
-
-    def __init__(self, *answers: Any) -> None:
-        self.answers = list(answers)
-        self.requests: list[Any] = []
-
-    def send(self, prepared: Any) -> Any:
-        self.requests.append(prepared)
-        answer = self.answers.pop(0)
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
-
-
 def _client(endpoint: str = ENDPOINT) -> Any:
-    """An SQS client configured as the broker's (aws_clients.py): 3 retries, standard mode."""
-    return boto3.session.Session().client(
-        "sqs",
-        region_name="eu-west-1",
-        endpoint_url=endpoint,
-        aws_access_key_id="AKIDEXAMPLE",
-        aws_secret_access_key="secret",
-        config=Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=1),
-    )
-
-
-ATTEMPTS = 4  # botocore reads max_attempts 3 as 3 retries
+    return broker_client("sqs", endpoint)
 
 
 def _call(
-    session: _Session, sleeps: list[float] | None = None, client: Any = None
+    session: Session, sleeps: list[float] | None = None, client: Any = None
 ) -> SendMessageBatchCall:
     client = client or _client()
     return SendMessageBatchCall(
@@ -88,33 +60,13 @@ def _call(
 
 
 @pytest.fixture()
-def frozen_time(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    at = datetime.datetime(2026, 11, 26, 12, 0, 0)
-    monkeypatch.setattr("botocore.auth.get_current_datetime", lambda: at)
-    yield
+def frozen_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    freeze_signing_clock(monkeypatch)
 
 
 def _boto3_request(entries: list[dict[str, Any]]) -> Any:
     """The request boto3's client would send (stopped before it is sent)."""
-    client = _client()
-    seen: list[Any] = []
-
-    def stop(request: Any, **_: Any) -> Any:
-        seen.append(request)
-        raise _Stop()
-
-    client.meta.events.register("before-send", stop)
-    with pytest.raises(_Stop):
-        client.send_message_batch(QueueUrl=QUEUE, Entries=entries)
-    return seen[0]
-
-
-class _Stop(Exception):
-    pass
-
-
-def _text(value: str | bytes) -> str:
-    return value.decode() if isinstance(value, bytes) else value
+    return boto3_request(_client(), lambda c: c.send_message_batch(QueueUrl=QUEUE, Entries=entries))
 
 
 def test_the_request_is_boto3s_signed_alike(
@@ -124,20 +76,20 @@ def test_the_request_is_boto3s_signed_alike(
     is boto3's to the byte where it is signed: URL, protocol headers, body, Authorization."""
     monkeypatch.setattr(json_call, "_msgspec_encode", None)
     expected = _boto3_request(ENTRIES)
-    session = _Session(_Response(200, OK))
+    session = Session(Response(200, OK))
     assert _call(session).send_message_batch(QUEUE, ENTRIES)["Successful"]
     sent = session.requests[0]
     assert (sent.method, sent.url) == (expected.method, expected.url)
     assert sent.body == expected.body
     for header in ("X-Amz-Target", "Content-Type", "x-amzn-query-mode", "X-Amz-Date"):
-        assert _text(sent.headers[header]) == _text(expected.headers[header]), header
-    assert _text(sent.headers["Authorization"]) == _text(expected.headers["Authorization"])
-    assert _text(sent.headers["amz-sdk-request"]) == _text(expected.headers["amz-sdk-request"])
-    assert _text(sent.headers["amz-sdk-request"]) == f"attempt=1; max={ATTEMPTS}"
+        assert text(sent.headers[header]) == text(expected.headers[header]), header
+    assert text(sent.headers["Authorization"]) == text(expected.headers["Authorization"])
+    assert text(sent.headers["amz-sdk-request"]) == text(expected.headers["amz-sdk-request"])
+    assert text(sent.headers["amz-sdk-request"]) == f"attempt=1; max={ATTEMPTS}"
 
 
 def test_msgspec_writes_the_same_json_and_signs_what_it_sends(frozen_time: None) -> None:
-    session = _Session(_Response(200, OK))
+    session = Session(Response(200, OK))
     _call(session).send_message_batch(QUEUE, ENTRIES)
     sent = session.requests[0]
     assert json.loads(sent.body) == json.loads(_boto3_request(ENTRIES).body)
@@ -145,7 +97,7 @@ def test_msgspec_writes_the_same_json_and_signs_what_it_sends(frozen_time: None)
         {"QueueUrl": QUEUE, "Entries": ENTRIES}
     )  # compact UTF-8, not botocore's
     signed = "SignedHeaders=content-type;host;x-amz-date;x-amz-target;x-amzn-query-mode"
-    assert signed in _text(sent.headers["Authorization"])
+    assert signed in text(sent.headers["Authorization"])
 
 
 def test_a_lone_surrogate_is_written_as_botocore_writes_it() -> None:
@@ -156,10 +108,10 @@ def test_a_lone_surrogate_is_written_as_botocore_writes_it() -> None:
 
 def test_transient_and_throttling_answers_are_retried_with_botocores_backoff() -> None:
     sleeps: list[float] = []
-    session = _Session(
-        _Response(500, {"__type": "InternalError", "message": "x"}),
-        _Response(400, {"__type": "com.amazonaws.sqs#ThrottlingException", "message": "slow"}),
-        _Response(200, OK),
+    session = Session(
+        Response(500, {"__type": "InternalError", "message": "x"}),
+        Response(400, {"__type": "com.amazonaws.sqs#ThrottlingException", "message": "slow"}),
+        Response(200, OK),
     )
     answer = _call(session, sleeps).send_message_batch(QUEUE, ENTRIES)
     assert answer["Successful"][0]["MessageId"] == "m0"
@@ -182,12 +134,12 @@ def test_as_many_attempts_as_boto3_then_what_boto3_raises() -> None:
     assert len(tried) == ATTEMPTS
     sleeps: list[float] = []
     refused = EndpointConnectionError(endpoint_url=ENDPOINT)
-    session = _Session(*[refused] * ATTEMPTS)
+    session = Session(*[refused] * ATTEMPTS)
     with pytest.raises(EndpointConnectionError):
         _call(session, sleeps).send_message_batch(QUEUE, ENTRIES)
     assert len(session.requests) == ATTEMPTS and len(sleeps) == ATTEMPTS - 1
-    busy = _Response(503, {"__type": "ServiceUnavailable", "message": "busy"})
-    session = _Session(*[busy] * ATTEMPTS)
+    busy = Response(503, {"__type": "ServiceUnavailable", "message": "busy"})
+    session = Session(*[busy] * ATTEMPTS)
     with pytest.raises(ClientError) as raised:
         _call(session).send_message_batch(QUEUE, ENTRIES)
     assert raised.value.response["Error"]["Code"] == "ServiceUnavailable"
@@ -224,12 +176,12 @@ def test_mock_aws_answers_the_direct_call_as_it_answers_boto3() -> None:
 
 def test_an_error_that_is_not_transient_is_raised_at_once_with_its_query_code() -> None:
     sleeps: list[float] = []
-    gone = _Response(
+    gone = Response(
         400,
         {"__type": "com.amazonaws.sqs#QueueDoesNotExist", "message": "no queue"},
         {"x-amzn-query-error": "AWS.SimpleQueueService.NonExistentQueue;Sender"},
     )
-    session = _Session(gone)
+    session = Session(gone)
     with pytest.raises(ClientError) as raised:
         _call(session, sleeps).send_message_batch(QUEUE, ENTRIES)
     error = raised.value.response["Error"]
@@ -241,7 +193,7 @@ def test_an_error_that_is_not_transient_is_raised_at_once_with_its_query_code() 
 
 def test_partial_failures_are_the_answer_not_an_error() -> None:
     failed = {"Successful": [], "Failed": [{"Id": "1", "Code": "X", "SenderFault": True}]}
-    answer = _call(_Session(_Response(200, failed))).send_message_batch(QUEUE, ENTRIES)
+    answer = _call(Session(Response(200, failed))).send_message_batch(QUEUE, ENTRIES)
     assert [f["Id"] for f in answer["Failed"]] == ["1"]
 
 
@@ -356,14 +308,14 @@ def test_the_clients_events_see_the_call_as_botocores() -> None:
 
     for name in ("before-parameter-build", "before-call", "after-call"):
         client.meta.events.register(f"{name}.sqs.SendMessageBatch", watch)
-    session = _Session(_Response(200, OK))
+    session = Session(Response(200, OK))
     _call(session, client=client).send_message_batch(QUEUE, ENTRIES)
     assert seen == [
         ("before-parameter-build.sqs.SendMessageBatch", QUEUE),
         ("before-call.sqs.SendMessageBatch", "SendMessageBatch"),
         ("after-call.sqs.SendMessageBatch", (QUEUE, [])),
     ]
-    assert _text(session.requests[0].headers["X-Amzn-Trace-Id"]) == "Root=1-abc"
+    assert text(session.requests[0].headers["X-Amzn-Trace-Id"]) == "Root=1-abc"
 
 
 def test_an_answer_given_before_the_call_is_the_answer_as_with_botocores_stubber() -> None:
@@ -373,7 +325,7 @@ def test_an_answer_given_before_the_call_is_the_answer_as_with_botocores_stubber
     with Stubber(client) as stub:
         stub.add_response("send_message_batch", {"Successful": [], "Failed": []})
         stub.add_client_error("send_message_batch", "AWS.SimpleQueueService.NonExistentQueue")
-        session = _Session()  # nothing is sent
+        session = Session()  # nothing is sent
         call = _call(session, client=client)
         assert call.send_message_batch(QUEUE, ENTRIES)["Failed"] == []
         with pytest.raises(ClientError) as raised:
