@@ -2,10 +2,15 @@
 Kafka event is decoded with the Kafka binding and ingested into the broker of the KafkaSource that
 reads its topic, through the same ``Ingress.ingest`` as HTTP.
 
-A record that is not a valid CloudEvent goes to the source's failure queue with the reason and the
-record as received, and the batch goes on: never silently dropped, never blocking the partition.
-A broker that cannot store (or a failure queue that cannot take a record) fails the whole batch,
-so Lambda retries it from the first offset: duplicates are possible, loss is not.
+A record that cannot be ingested because of what it holds (not a valid CloudEvent, too large, or
+any unexpected error while decoding or matching it, such as a RecursionError) is a counted
+rejection: it goes to the source's failure queue with the reason and the record as received, is
+counted (``event_count``, 4xx), archived as ``rejected`` and logged with its topic, partition and
+offset, and the batch goes on: never silently dropped, never blocking the partition. Only the
+infrastructure (a broker that cannot store, a failure queue that cannot take a record: any
+``BrokerError`` other than a refusal of the record) fails the whole batch, so Lambda retries it
+from the first offset, at most 10 times (the mapping has an OnFailure destination) before it
+records the batch there: duplicates are possible, a stalled partition is not.
 """
 
 from __future__ import annotations
@@ -15,10 +20,12 @@ import binascii
 import json
 import threading
 import time
+import traceback
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from chalicelib import logs
@@ -69,7 +76,7 @@ def lambda_records(event: Mapping[str, Any]) -> list[_Item]:
         for raw in records or []:
             try:
                 items.append(_Item(raw, _kafka_record(raw)))
-            except (ValueError, TypeError, binascii.Error) as exc:
+            except (ValueError, TypeError, AttributeError, binascii.Error) as exc:
                 items.append(_Item(raw, None, f"the Lambda record is malformed: {exc}"))
     return items
 
@@ -164,20 +171,9 @@ class KafkaIngress:
                 configs[key] = (source, self._config(source))
             config = configs[key][1]
             try:
-                if item.record is None:
-                    raise ValidationError([Problem("record", item.why)])
-                decoded = decode_record(
-                    item.record,
-                    legacy=config.legacy,
-                    limits=codec.Limits(max_body_bytes=config.max_event_bytes),
-                )
-            except PayloadTooLargeError as exc:
-                invalid.append(self._reject(source, item, "too_large", exc.detail, []))
-                continue
-            except ValidationError as exc:
-                invalid.append(
-                    self._reject(source, item, "invalid_event", exc.detail, exc.problems)
-                )
+                decoded = _decode(item, config)
+            except Exception as exc:  # the record's fault, unless _refuse says otherwise
+                invalid.append(self._refuse(source, item, exc))
                 continue
             groups.setdefault(key, []).append((item, decoded))
         ingested = 0
@@ -206,21 +202,39 @@ class KafkaIngress:
         headers = [_passthrough(item) for item, _ in pairs]
         if all(h == headers[0] for h in headers):
             try:
-                # Nothing is sent before every event is prepared, so a refusal sends nothing.
+                # Nothing is sent before every event is prepared and matched, so a refusal (or an
+                # error of one event's matching) sends nothing.
                 self._ingress.ingest(config, [e for _, e in pairs], headers[0])
                 self._count(source, "2xx", len(pairs))
                 return []
-            except ValidationError:
-                pass  # one event's knativebrokerttl: find which, one by one
+            except Exception as exc:
+                if _infrastructure(exc):
+                    raise
+                # one event's fault: find which, one by one
         invalid: list[dict[str, Any]] = []
         for (item, event), h in zip(pairs, headers, strict=True):
             try:
                 self._ingress.ingest(config, [event], h)
                 self._count(source, "2xx", 1)
-            except ValidationError as exc:
-                reason = "ttl_exceeded" if isinstance(exc, TtlExceededError) else "invalid_event"
-                invalid.append(self._reject(source, item, reason, exc.detail, exc.problems))
+            except Exception as exc:
+                invalid.append(self._refuse(source, item, exc))
         return invalid
+
+    def _refuse(self, source: ks.KafkaSource, item: _Item, exc: Exception) -> dict[str, Any]:
+        """The rejection of ``item`` for ``exc``, or ``exc`` raised again when it is the
+        infrastructure's (the batch is then retried)."""
+        if _infrastructure(exc):
+            raise exc
+        if isinstance(exc, PayloadTooLargeError):
+            return self._reject(source, item, "too_large", exc.detail, [])
+        if isinstance(exc, ValidationError):
+            reason = "ttl_exceeded" if isinstance(exc, TtlExceededError) else "invalid_event"
+            return self._reject(source, item, reason, exc.detail, exc.problems)
+        # Not a refusal anybody wrote: a defect or a limit (RecursionError) met by this record's
+        # content, which is invalid for this broker as surely as a missing id. Its message may
+        # quote the data, so the detail names the error and where it was raised, never its text.
+        detail = f"the record could not be processed: {type(exc).__name__} at {_raised_at(exc)}"
+        return self._reject(source, item, "invalid_event", detail, [])
 
     def _reject(
         self,
@@ -246,7 +260,7 @@ class KafkaIngress:
         if failed:
             raise UnavailableError(f"could not store an invalid record in {queue}")
         log.warning(
-            "kafkasource %s/%s: record %s is not a valid CloudEvent (%s): %s",
+            "kafkasource %s/%s: record %s is rejected (%s): %s",
             source.namespace, source.name, item.where, reason, detail,
             extra={"namespace": source.namespace, "kafkasource": source.name, "record": item.where},
         )  # fmt: skip
@@ -294,6 +308,33 @@ class KafkaIngress:
             source.namespace, source.sink_broker, status, reason, detail, now
         )
         self._archiver.write([archive.encode_line(record)])  # retried, counted, logged
+
+
+def _decode(item: _Item, config: BrokerConfig) -> CloudEvent:
+    if item.record is None:
+        raise ValidationError([Problem("record", item.why)])
+    return decode_record(
+        item.record,
+        legacy=config.legacy,
+        limits=codec.Limits(max_body_bytes=config.max_event_bytes),
+    )
+
+
+def _infrastructure(exc: Exception) -> bool:
+    """Whether ``exc`` is the infrastructure's failure (retry the batch) rather than a refusal
+    of the record: every error the services raise on purpose except a ValidationError or a
+    PayloadTooLargeError. Anything else (a defect, a RecursionError) is the record's fault."""
+    return isinstance(exc, BrokerError) and not isinstance(
+        exc, ValidationError | PayloadTooLargeError
+    )
+
+
+def _raised_at(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return "an unknown place"
+    last = frames[-1]
+    return f"{Path(last.filename).name}:{last.lineno}"
 
 
 def _passthrough(item: _Item) -> dict[str, str]:

@@ -207,3 +207,115 @@ def test_malformed_lambda_record_is_a_failure_not_a_crash() -> None:
     answer = h.container.kafka_ingress.handle(event)
     assert answer["invalid"][0]["reason"] == "invalid_event"
     assert "malformed" in failures(h, "orders")[0]["detail"]
+
+
+# ---- one bad record is a counted rejection, never a failed batch (issue 31, item 4) ----------
+
+
+def structured_record(offset: int, event_id: str, data: Any) -> dict[str, Any]:
+    """A Lambda record whose value is a structured CloudEvent with JSON ``data``."""
+    doc = {"specversion": "1.0", "id": event_id, "source": "/s", "type": "t", "data": data}
+    value = json.dumps(doc).encode()
+    return {
+        "topic": "orders",
+        "partition": 0,
+        "offset": offset,
+        "timestamp": 1_700_000_000_000,
+        "timestampType": "CREATE_TIME",
+        "value": base64.b64encode(value).decode(),
+        "headers": [{"content-type": list(b"application/cloudevents+json")}],
+    }
+
+
+def deep(levels: int) -> Any:
+    data: Any = 1
+    for _ in range(levels):
+        data = [data]
+    return data
+
+
+def poisoned_batch() -> dict[str, Any]:
+    event = fixture("msk_event.json")
+    event["records"] = {
+        "orders-0": [
+            structured_record(20, "good-1", {"amount": 1}),
+            structured_record(21, "deep-1", deep(900)),
+            structured_record(22, "good-2", {"amount": 2}),
+        ]
+    }
+    return event
+
+
+def event_count(h: Harness, status_class: str) -> float:
+    text = h.container.metrics.prometheus_text()
+    for line in text.splitlines():
+        if line.startswith("broker_event_count_total{") and f'"{status_class}"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def assert_rejected_alone(h: Harness, answer: dict[str, Any], offset: int) -> dict[str, Any]:
+    assert answer["ingested"] == 2
+    [refused] = answer["invalid"]
+    assert (refused["topic"], refused["partition"], refused["offset"]) == ("orders", 0, offset)
+    assert set(queued(h)) == {"good-1", "good-2"}
+    [failure] = failures(h, "orders")
+    assert failure["record"]["offset"] == offset
+    rejected = [r for r in h.archive.decoded() if r["kind"] == "rejected"]
+    assert [r["reason"] for r in rejected] == [refused["reason"]]
+    assert event_count(h, "4xx") == 1 and event_count(h, "2xx") == 2
+    return refused
+
+
+def test_deep_data_with_an_event_pattern_trigger_is_one_rejection_not_a_failed_batch() -> None:
+    h = harness()
+    h.trigger("pattern", filters=[{"eventPattern": {"data": {"amount": [{"exists": True}]}}}])
+    msk(h)
+    answer = h.container.kafka_ingress.handle(poisoned_batch())
+    assert_rejected_alone(h, answer, 21)
+    assert set(queued(h, "pattern")) == {"good-1", "good-2"}
+
+
+class ExplodingIngress:
+    """The real Ingress, except that an event whose id starts with ``explode`` raises what the
+    test gives: a matcher or encoder failing in a way nobody foresaw."""
+
+    def __init__(self, real: Any, error: BaseException) -> None:
+        self._real = real
+        self._error = error
+
+    def ingest(self, config: Any, events: Any, headers: Any) -> None:
+        if any(e.id.startswith("explode") for e in events):
+            raise self._error
+        self._real.ingest(config, events, headers)
+
+
+@pytest.mark.parametrize(
+    "error", [RecursionError("maximum recursion depth exceeded"), KeyError("x"), ValueError()]
+)
+def test_any_unexpected_error_of_one_record_is_a_counted_rejection(error: Exception) -> None:
+    h = harness()
+    msk(h)
+    c = h.container
+    c.ingress = ExplodingIngress(c.ingress, error)  # type: ignore[misc]
+    event = poisoned_batch()
+    event["records"]["orders-0"][1] = structured_record(21, "explode-1", {"amount": 3})
+    refused = assert_rejected_alone(h, c.kafka_ingress.handle(event), 21)
+    assert refused["reason"] == "invalid_event"
+    [failure] = failures(h, "orders")
+    assert failure["detail"].startswith(
+        f"the record could not be processed: {type(error).__name__}"
+    )
+    assert "maximum recursion" not in failure["detail"]  # the error's text may quote the data
+
+
+def test_an_unavailable_store_still_fails_the_batch_for_retry() -> None:
+    h = harness()
+    msk(h)
+    c = h.container
+    c.ingress = ExplodingIngress(c.ingress, UnavailableError("SQS is down"))  # type: ignore[misc]
+    event = poisoned_batch()
+    event["records"]["orders-0"][1] = structured_record(21, "explode-1", {"amount": 3})
+    with pytest.raises(UnavailableError, match="SQS is down"):
+        c.kafka_ingress.handle(event)
+    assert failures(h, "orders") == []
