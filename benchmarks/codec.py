@@ -97,12 +97,12 @@ def rates(fns: dict[str, Callable[[], object]], rounds: int = 5) -> dict[str, fl
 
 def stdlib_only(fn: Callable[[], object]) -> Callable[[], object]:
     def run() -> object:
-        saved = codec_json._fast_loads, codec_json._fast_dumps
-        codec_json._fast_loads = codec_json._fast_dumps = None
+        saved = codec_json._msgspec_decode, codec_json._msgspec_encode
+        codec_json._msgspec_decode = codec_json._msgspec_encode = None
         try:
             return fn()
         finally:
-            codec_json._fast_loads, codec_json._fast_dumps = saved
+            codec_json._msgspec_decode, codec_json._msgspec_encode = saved
 
     return run
 

@@ -30,61 +30,30 @@ from chalicelib.core.cloudevents.event import ABSENT, CloudEvent, MapValue
 from chalicelib.core.errors import Problem
 from chalicelib.core.limits import MAX_CACHED_KEY_CHARS
 
-# Optional accelerators (Rust/C): same results as the stdlib path (tests compare the two); anything
-# they refuse or cannot write goes to the stdlib path, which has the last word. Parsing: msgspec
-# first (over 2x the stdlib on 64 KiB documents; integers of any size stay exact ints), then
-# pydantic-core's jiter. orjson was measured too and is not used: it silently turns integers
-# beyond 64 bits into floats, and the scan needed to guard against that ate its lead.
-# Writing: pydantic-core.
-_fast_loads: Callable[..., Any] | None
-_fast_dumps: Callable[..., bytes] | None
-_jiter_loads: Callable[..., Any] | None
-try:
-    import pydantic_core
-
-    _jiter_loads, _fast_dumps = pydantic_core.from_json, pydantic_core.to_json
-except ImportError:  # pragma: no cover - where pydantic-core is not installed
-    _jiter_loads = _fast_dumps = None
+# msgspec (C) parses and writes when installed (requirements.txt): over 2x the stdlib on 64 KiB
+# documents, integers of any size exact. Anything it refuses or writes differently goes to the
+# stdlib, which has the last word (tests compare the two). orjson was measured and is not used: it
+# silently turns integers beyond 64 bits into floats (docs/cost.md).
+_msgspec_decode: Callable[[bytes], Any] | None
+_msgspec_encode: Callable[[Any], bytes] | None
 try:
     import msgspec
 
-    _msgspec_decode: Callable[[bytes], Any] | None = msgspec.json.Decoder().decode
-    _msgspec_encode: Callable[[Any], bytes] | None = msgspec.json.Encoder().encode
+    _msgspec_decode = msgspec.json.Decoder().decode
+    _msgspec_encode = msgspec.json.Encoder().encode
+    # ValueError: 1e999 (the stdlib reads it as infinity; ingress then refuses to re-encode it).
     _MSGSPEC_REFUSALS: tuple[type[BaseException], ...] = (
         msgspec.DecodeError,
         ValueError,
         RecursionError,
     )
 except ImportError:  # pragma: no cover - where msgspec is not installed
-    _msgspec_decode = None
-    _msgspec_encode = None
+    _msgspec_decode = _msgspec_encode = None
     _MSGSPEC_REFUSALS = (ValueError,)
 # msgspec's compact UTF-8 JSON writer, one for every module that writes with it (None without it).
 MSGSPEC_ENCODE = _msgspec_encode
 
-
-def _accelerated_loads(body: bytes, **_: Any) -> Any:
-    """msgspec, else jiter; ``ValueError`` when neither will (the stdlib path then decides)."""
-    if _msgspec_decode is not None:
-        try:
-            return _msgspec_decode(body)
-        except _MSGSPEC_REFUSALS:  # e.g. 1e999 (jiter reads it as infinity, as the stdlib does)
-            pass
-    if _jiter_loads is None:
-        raise ValueError("no accelerator")
-    return _jiter_loads(body, allow_inf_nan=False, cache_strings="keys")
-
-
-_fast_loads = _accelerated_loads if (_msgspec_decode or _jiter_loads) else None
-
-JSON_ACCELERATOR = (
-    "+".join(
-        name
-        for name, present in (("msgspec", _msgspec_decode), ("pydantic-core", _jiter_loads))
-        if present is not None
-    )
-    or "stdlib"
-)
+JSON_ACCELERATOR = "msgspec" if _msgspec_decode is not None else "stdlib"
 
 
 def _no_constants(name: str) -> Any:
@@ -100,10 +69,10 @@ _ASCII_ENCODER = json.JSONEncoder(separators=(",", ":"), check_circular=False, a
 
 def parse_json(body: bytes) -> Any:
     """Strict RFC 8259 parse of UTF-8 bytes; ``ValueError`` with a short reason otherwise."""
-    if _fast_loads is not None:
+    if _msgspec_decode is not None:
         try:
-            return _fast_loads(body)
-        except ValueError:
+            return _msgspec_decode(body)
+        except _MSGSPEC_REFUSALS:
             pass
     return parse_json_stdlib(body)
 
@@ -142,14 +111,15 @@ def dumps_ascii(value: Any) -> str | None:
 
 def dumps_utf8(value: Any) -> bytes:
     """Compact JSON as UTF-8; escapes everything when a string holds a lone surrogate."""
-    if _fast_dumps is not None:
+    if _msgspec_encode is not None:
         try:
-            out: bytes = _fast_dumps(value, inf_nan_mode="constants")
-        except Exception:  # e.g. a lone surrogate: the stdlib path decides
+            out = _msgspec_encode(value)
+        except (TypeError, ValueError, OverflowError):  # a lone surrogate: the stdlib decides
             pass
         else:
-            # Infinity only arises from out-of-range literals: let the stdlib path refuse it.
-            if b"Infinity" not in out and b"NaN" not in out:
+            # msgspec writes an infinite float (only an out-of-range literal makes one) as null:
+            # a text with null goes to the stdlib, which writes null and refuses infinity.
+            if b"null" not in out:
                 return out
     return dumps_utf8_stdlib(value)
 
