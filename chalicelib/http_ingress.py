@@ -7,7 +7,12 @@ from collections.abc import Mapping
 
 from chalice.app import Response
 
-from chalicelib.core.errors import BrokerError, MethodNotAllowedError, UnauthorizedError
+from chalicelib.core.errors import (
+    BrokerError,
+    InFlightError,
+    MethodNotAllowedError,
+    UnauthorizedError,
+)
 from chalicelib.http_errors import problem_response
 from chalicelib.problems import problem_of
 from chalicelib.services.ingress import Ingress
@@ -38,6 +43,8 @@ def answer(
         out = {"Allow": ALLOW}
         if isinstance(exc, UnauthorizedError):
             out["WWW-Authenticate"] = 'Bearer realm="broker"'
+        if isinstance(exc, InFlightError):
+            out["Retry-After"] = str(exc.retry_after)
         return problem_response(problem_of(exc), out)
     # An empty text body, never bytes: Chalice hands a bytes body of a non-binary type to Lambda
     # as it is, and the runtime cannot serialise it (API Gateway would answer 502).

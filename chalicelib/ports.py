@@ -236,23 +236,40 @@ class KafkaPublisher(Protocol):
 # ---- Deduplication (docs/dedup.md) -------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Claimed:
+    """What a claim call found, by index of its keys: ``fresh`` were claimed by this call
+    (pending until confirmed); ``held`` are pending claims of another request, unexpired
+    (index -> when that claim ends, epoch seconds); the rest are duplicates (confirmed)."""
+
+    fresh: frozenset[int]
+    held: Mapping[int, float] = field(default_factory=dict)
+
+
 class SeenEvents(Protocol):
     """The (source, id) keys each broker accepted within its dedup window. ``scope`` names the
     broker ("{namespace}/{broker}"); times are seconds since the epoch (``now`` is a parameter:
-    the caller's clock decides what has expired, as the store's own expiry is lazy)."""
+    the caller's clock decides what has expired, as the store's own expiry is lazy). A key is
+    claimed *pending* (until ``now + hold_s``) before its event is stored and *confirmed* (until
+    the window ends) after: a claimant that dies between the two holds the key only briefly."""
 
     def claim(
-        self, scope: str, keys: Sequence[tuple[str, str]], window_s: float, now: float
-    ) -> builtins.set[int]:
-        """Mark each key of ``keys`` (no repeats) as seen until ``now + window_s`` unless it is
-        already seen and unexpired at ``now``; return the indexes of the keys this call marked
-        (the fresh ones). Atomic per key: of concurrent claims of one key, exactly one gets it.
-        Raises UnavailableError when it cannot tell (nothing may then be accepted)."""
+        self, scope: str, keys: Sequence[tuple[str, str]], hold_s: float, now: float
+    ) -> Claimed:
+        """Claim each key of ``keys`` (no repeats), pending until ``now + hold_s``, unless a
+        claim of it (pending or confirmed) is unexpired at ``now``. Atomic per key: of
+        concurrent claims of one key, exactly one gets it. Raises UnavailableError when it
+        cannot tell (nothing may then be accepted)."""
+        ...
+
+    def confirm(self, scope: str, keys: Sequence[tuple[str, str]], until: float) -> None:
+        """Keys this caller claimed whose events are stored: seen until ``until``. Raises
+        UnavailableError (the keys then stay pending until their hold ends)."""
         ...
 
     def release(self, scope: str, keys: Sequence[tuple[str, str]]) -> None:
         """Forget keys this caller claimed: their request failed after the claim, and the
-        producer's retry must not be taken for a duplicate. Raises UnavailableError."""
+        producer's retry must not wait for the hold to end. Raises UnavailableError."""
         ...
 
 

@@ -10,6 +10,7 @@
     ├── ConflictError            already exists, or a stale generation
     ├── PayloadTooLargeError
     └── UnavailableError         infrastructure failed; the caller may retry
+        └── InFlightError        another request is storing the same event; retry after a while
 """
 
 from __future__ import annotations
@@ -74,6 +75,17 @@ class PayloadTooLargeError(BrokerError):
 
 class UnavailableError(BrokerError):
     title = "Service unavailable"
+
+
+class InFlightError(UnavailableError):
+    """A deduplicated event another request has claimed and not yet stored (docs/dedup.md):
+    neither a duplicate (it may never be stored) nor fresh. Answered 503 with Retry-After."""
+
+    title = "Event being stored by another request"
+
+    def __init__(self, detail: str, retry_after: int) -> None:
+        super().__init__(detail)
+        self.retry_after = retry_after
 
 
 class CallTooLargeError(UnavailableError):

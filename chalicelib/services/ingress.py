@@ -38,6 +38,7 @@ from chalicelib.ports import Archive, OutgoingMessage, QueueSender, SeenEvents
 from chalicelib.problems import status_of
 from chalicelib.services.archiver import Archiver
 from chalicelib.services.claims import INLINE_LIMIT, SQS_MAX_BYTES, Claims, address
+from chalicelib.services.dedup import HOLD_SECONDS, Dedup
 from chalicelib.services.metrics import Metrics, status_class
 from chalicelib.services.routing import BrokerConfig, ConfigCache, Route
 
@@ -74,9 +75,9 @@ class Ingress:
         archive_batch_seconds: float = 0.0,
         archive_carry_seconds: float = 0.0,
         seen: SeenEvents | None = None,
+        dedup_hold_seconds: float = HOLD_SECONDS,
     ) -> None:
         self._cache = cache
-        self._seen = seen  # deduplication's store (brokers with a dedup window)
         self._queues = queues
         self._claims = claims
         self._archiver = Archiver(
@@ -89,6 +90,8 @@ class Ingress:
         self._metrics = metrics
         self._clock = clock
         self._log = log or (lambda line: None)
+        # Deduplication (brokers with a dedup window; docs/dedup.md).
+        self._dedup = Dedup(seen, metrics, self._log, dedup_hold_seconds)
         # The registry's sample of event types (services/event_types.py): kept in memory, written
         # to the store at most once a minute per broker, never once per event.
         self._observe = observe
@@ -184,57 +187,19 @@ class Ingress:
         if window is None or not prepared:
             self._store(config, prepared, headers, now)
             return
-        kept, keys, duplicates = self._deduplicate(config, prepared, window, now)
+        claimed = self._dedup.claim(config, prepared, now)
         try:
-            self._store(config, kept, headers, now, duplicates)
+            self._store(config, claimed.kept, headers, now, claimed.duplicates)
         except BaseException:
             # Not stored, so not accepted: the producer's retry must find the keys free again.
-            self._release(config, keys)
+            self._dedup.release(config, claimed.keys)
             raise
-        if duplicates:
+        self._dedup.confirm(config, claimed.keys, now.timestamp() + window)
+        if claimed.duplicates:
             dims = {"namespace": config.namespace, "broker": config.name}
-            self._metrics.count("duplicate_count", dims, len(duplicates))
-
-    def _deduplicate(
-        self, config: BrokerConfig, events: list[CloudEvent], window: float, now: datetime
-    ) -> tuple[list[CloudEvent], list[tuple[str, str]], list[bytes]]:
-        """(the events to store, the keys claimed for them, the archive records of the rest).
-        Repeats inside the request are collapsed first: one claim call per request."""
-        if self._seen is None:
-            raise UnavailableError("deduplication is configured but no dedup store is wired")
-        first: dict[tuple[str, str], int] = {}
-        for i, event in enumerate(events):
-            first.setdefault((event.source, event.id), i)
-        keys = list(first)
-        fresh = {keys[i] for i in self._seen.claim(_scope(config), keys, window, now.timestamp())}
-        kept: list[CloudEvent] = []
-        records: list[bytes] = []
-        for i, event in enumerate(events):
-            key = (event.source, event.id)
-            if key in fresh and first[key] == i:
-                kept.append(event)
-            else:
-                record = archive.duplicate_record(
-                    config.namespace, config.name, event.id, event.type, event.source, now
-                )
-                records.append(archive.encode_line(record))
-        return kept, [k for k in keys if k in fresh], records
-
-    def _release(self, config: BrokerConfig, keys: list[tuple[str, str]]) -> None:
-        if not keys or self._seen is None:
-            return
-        try:
-            self._seen.release(_scope(config), keys)  # the adapter retries
-        except BrokerError as exc:
-            # The request fails either way; until the window ends, a retry of these events is
-            # taken for a duplicate. Counted and logged with the keys, never silent.
-            dims = {"namespace": config.namespace, "broker": config.name}
-            self._metrics.count("dedup_release_failure_count", dims, len(keys))
-            self._log(
-                f"dedup: could not release {len(keys)} claim(s) of {_scope(config)} "
-                f"({exc.detail}); retries within the window are dropped: "
-                + ", ".join(f"{source} {event_id}" for source, event_id in keys[:10])
-            )
+            self._metrics.count("duplicate_count", dims, len(claimed.duplicates))
+        if claimed.held:  # the rest is stored; these are not, yet: never a 202 for them
+            raise claimed.in_flight(_scope(config))
 
     def _store(
         self,

@@ -26,6 +26,7 @@ COUNTERS = (
     "archive_late_count",
     "duplicate_count",
     "dedup_release_failure_count",
+    "dedup_confirm_failure_count",
     "delayed_delivery_count",
 )
 LATENCIES = ("event_dispatch_latency_ms",)

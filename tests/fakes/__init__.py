@@ -19,6 +19,7 @@ from chalicelib.core.errors import (
     UnavailableError,
 )
 from chalicelib.ports import (
+    Claimed,
     HttpResponse,
     MappingInfo,
     OutgoingMessage,
@@ -491,16 +492,17 @@ class RecordingPublisher:
 
 
 class MemorySeenEvents:
-    """SeenEvents in a dict; ``calls`` counts claim and release calls (one per batch, as the
-    adapter makes at best); ``fail_next`` makes that many calls raise UnavailableError, and
-    ``fail_releases`` every release."""
+    """SeenEvents in a dict; ``calls`` counts claim, confirm and release calls (one each per
+    batch, as the adapter makes at best); ``fail_next`` makes that many calls raise
+    UnavailableError, ``fail_releases`` every release and ``fail_confirms`` every confirm."""
 
     def __init__(self) -> None:
-        self._seen: dict[tuple[str, str, str], float] = {}
+        self._seen: dict[tuple[str, str, str], tuple[float, bool]] = {}  # (until, confirmed)
         self._lock = threading.Lock()
         self.calls = 0
         self.fail_next = 0
         self.fail_releases = False
+        self.fail_confirms = False
 
     def _call(self) -> None:
         self.calls += 1
@@ -509,18 +511,29 @@ class MemorySeenEvents:
             raise UnavailableError("seen events: injected failure")
 
     def claim(
-        self, scope: str, keys: Sequence[tuple[str, str]], window_s: float, now: float
-    ) -> set[int]:
+        self, scope: str, keys: Sequence[tuple[str, str]], hold_s: float, now: float
+    ) -> Claimed:
         with self._lock:
             self._call()
             fresh: set[int] = set()
+            held: dict[int, float] = {}
             for i, (source, event_id) in enumerate(keys):
                 key = (scope, source, event_id)
-                expires = self._seen.get(key)
-                if expires is None or expires <= now:
-                    self._seen[key] = now + window_s
+                until, confirmed = self._seen.get(key, (now, True))
+                if until <= now:
+                    self._seen[key] = (now + hold_s, False)
                     fresh.add(i)
-            return fresh
+                elif not confirmed:
+                    held[i] = until
+            return Claimed(frozenset(fresh), held)
+
+    def confirm(self, scope: str, keys: Sequence[tuple[str, str]], until: float) -> None:
+        with self._lock:
+            self._call()
+            if self.fail_confirms:
+                raise UnavailableError("seen events: injected confirm failure")
+            for source, event_id in keys:
+                self._seen[(scope, source, event_id)] = (until, True)
 
     def release(self, scope: str, keys: Sequence[tuple[str, str]]) -> None:
         with self._lock:
