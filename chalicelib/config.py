@@ -97,14 +97,6 @@ class Settings:
     # Sender processes making a replay's SendMessageBatch calls to standard queues beside its
     # reading (adapters/sqs_send_pool.py, docs/replay.md); 0: threads of the replaying process.
     replay_send_processes: int = 0
-    # SendMessageBatch made without botocore's request pipeline (adapters/sqs_send_call.py):
-    # the same request, signed, sent, read and retried by botocore's parts, at a third of the
-    # CPU. False (BROKER_SQS_DIRECT_SEND=false): through the boto3 client.
-    sqs_direct_send: bool = True
-    # DynamoDB's GetItem, PutItem, Query, Scan, UpdateItem and DeleteItem made the same way
-    # (adapters/json_call.py) by the resource store: a third of botocore's CPU per call.
-    # False (BROKER_DYNAMODB_DIRECT_CALLS=false): through the boto3 client.
-    dynamodb_direct_calls: bool = True
     # After the first replay run, the process's long-lived heap is frozen out of the garbage
     # collector's full collections (chalicelib/heap.py). False (BROKER_FREEZE_HEAP=false): not.
     freeze_heap: bool = True
@@ -182,8 +174,6 @@ class Settings:
             replay_send_processes=min(
                 8, max(0, int(number("BROKER_REPLAY_SEND_PROCESSES", "0", int)))
             ),
-            sqs_direct_send=_bool(env.get("BROKER_SQS_DIRECT_SEND"), True),
-            dynamodb_direct_calls=_bool(env.get("BROKER_DYNAMODB_DIRECT_CALLS"), True),
             freeze_heap=_bool(env.get("BROKER_FREEZE_HEAP"), True),
             replay_settle_seconds=max(
                 0.0,

@@ -34,18 +34,9 @@ class DynamoResourceStore:
     def _ddb(self) -> Any:
         return self._clients.client("dynamodb")
 
-    def _call(self, operation: str, **params: Any) -> Any:
-        """``operation`` made directly (adapters/json_call.py) where the client allows it, else
-        by the client's method: the same answer and errors either way."""
-        direct = self._clients.direct_call("dynamodb", operation)
-        if direct is not None:
-            return direct.call(params)
-        return getattr(self._ddb, _METHODS[operation])(**params)
-
     def get(self, kind: str, namespace: str, name: str) -> StoredItem | None:
         with translated(f"get {kind} {namespace}/{name}"):
-            out = self._call(
-                "GetItem",
+            out = self._ddb.get_item(
                 TableName=self._table,
                 Key={"pk": {"S": f"{kind}#{namespace}"}, "sk": {"S": name}},
                 ConsistentRead=True,
@@ -63,7 +54,7 @@ class DynamoResourceStore:
                 "ExpressionAttributeValues": {":pk": {"S": f"{kind}#{namespace}"}},
                 "ConsistentRead": True,
             }
-            operation = "Query"
+            read = self._ddb.query
         else:
             kwargs = {
                 "TableName": self._table,
@@ -71,10 +62,10 @@ class DynamoResourceStore:
                 "ExpressionAttributeValues": {":k": {"S": kind}},
                 "ConsistentRead": True,
             }
-            operation = "Scan"
+            read = self._ddb.scan
         with translated(f"list {kind}"):
             while True:
-                out = self._call(operation, **kwargs)
+                out = read(**kwargs)
                 items.extend(out.get("Items", []))
                 if "LastEvaluatedKey" not in out:
                     break
@@ -108,7 +99,7 @@ class DynamoResourceStore:
             }
         try:
             with translated(f"put {kind} {namespace}/{name}"):
-                self._call("PutItem", TableName=self._table, Item=item, **condition)
+                self._ddb.put_item(TableName=self._table, Item=item, **condition)
         except ConflictError as exc:
             what = "already exists" if expected_version is None else "was modified concurrently"
             raise ConflictError(f"{kind} {namespace}/{name} {what}") from exc
@@ -117,8 +108,7 @@ class DynamoResourceStore:
 
     def delete(self, kind: str, namespace: str, name: str) -> bool:
         with translated(f"delete {kind} {namespace}/{name}"):
-            out = self._call(
-                "DeleteItem",
+            out = self._ddb.delete_item(
                 TableName=self._table,
                 Key={"pk": {"S": f"{kind}#{namespace}"}, "sk": {"S": name}},
                 ReturnValues="ALL_OLD",
@@ -128,8 +118,8 @@ class DynamoResourceStore:
 
     def epoch(self, namespace: str) -> int:
         with translated(f"epoch of {namespace}"):
-            out = self._call(
-                "GetItem", TableName=self._table, Key=_epoch_key(namespace), ConsistentRead=True
+            out = self._ddb.get_item(
+                TableName=self._table, Key=_epoch_key(namespace), ConsistentRead=True
             )
         return int(out.get("Item", {}).get("n", {}).get("N", "0"))
 
@@ -139,23 +129,12 @@ class DynamoResourceStore:
         # After the write: if this fails the caller sees the error (its write is stored; a retry
         # rewrites it and counts again), and caches reread everything at least once a minute.
         with translated(f"epoch of {namespace}"):
-            self._call(
-                "UpdateItem",
+            self._ddb.update_item(
                 TableName=self._table,
                 Key=_epoch_key(namespace),
                 UpdateExpression="ADD n :one",
                 ExpressionAttributeValues={":one": {"N": "1"}},
             )
-
-
-_METHODS = {
-    "GetItem": "get_item",
-    "PutItem": "put_item",
-    "DeleteItem": "delete_item",
-    "UpdateItem": "update_item",
-    "Query": "query",
-    "Scan": "scan",
-}
 
 
 def _to_stored(item: Mapping[str, Any]) -> StoredItem:

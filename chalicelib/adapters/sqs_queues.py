@@ -102,14 +102,9 @@ class SqsQueues:
 
     def send_batch(self, name: str, messages: Sequence[OutgoingMessage]) -> builtins.list[str]:
         entries = [_entry(m) for m in messages]
-        direct = self._clients.sqs_send_call()
         try:
             with translated(f"send to {name}"):
-                url = self._url(name)
-                if direct is not None:
-                    out = direct.send_message_batch(url, entries)
-                else:
-                    out = self._sqs.send_message_batch(QueueUrl=url, Entries=entries)
+                out = self._sqs.send_message_batch(QueueUrl=self._url(name), Entries=entries)
         except NotFoundError:
             self._urls.pop(name, None)  # a queue of the same name, made again, is found again
             raise

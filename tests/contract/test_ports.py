@@ -4,7 +4,6 @@ against LocalStack's runtime (tests/backends.py)."""
 from __future__ import annotations
 
 import json
-import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -14,7 +13,6 @@ import pytest
 from chalicelib.core.cloudevents.sqs_message import PACK_MAX_BYTES, SQS_MAX_BATCH_BYTES
 from chalicelib.core.delivery.rate import burst
 from chalicelib.core.errors import (
-    BrokerError,
     CallTooLargeError,
     ConflictError,
     NotFoundError,
@@ -28,7 +26,6 @@ from tests.fakes import (
     MemoryMappings,
     MemoryQueues,
     MemoryRateLimiter,
-    MemorySeenEvents,
     MemoryStore,
 )
 
@@ -133,6 +130,16 @@ def test_store_epoch_advances_after_every_write_in_its_namespace_only(store: Any
     assert [i.name for i in store.list("broker", ns)] == []  # the epoch is no item of any kind
 
 
+def test_store_lists_past_a_page_and_keeps_text_beyond_ascii(store: Any) -> None:
+    ns = _unique("ns")
+    doc = {"spec": {"t": 'h\u00e9 \U0001f600 \u2028 "q" \\ tab\t', "pad": "x" * 300_000}}
+    for i in range(5):  # three fill DynamoDB's 1 MB page: the listing reads a second one
+        store.put("blob", ns, f"p{i}", doc, None)
+    listed = store.list("blob", ns)
+    assert [i.name for i in listed] == [f"p{i}" for i in range(5)]
+    assert all(i.doc == doc for i in listed)
+
+
 # ---- Queues ----------------------------------------------------------------------------------
 
 
@@ -211,126 +218,6 @@ def test_queue_visibility_and_receive_count(queues: Any) -> None:
     second = queues.receive(name, 1, 1, None)[0]
     assert second.message_id == first.message_id
     assert second.attributes["ApproximateReceiveCount"] == "2"
-
-
-@pytest.mark.parametrize("backend", AWS_BACKENDS)
-def test_queue_direct_send_and_boto3_send_store_the_same(
-    request: pytest.FixtureRequest, backend: str
-) -> None:
-    """SendMessageBatch made directly (adapters/sqs_send_call.py, the default) and through the
-    boto3 client store the same messages: text beyond ASCII, quotes and escapes, attributes,
-    delays, FIFO groups and deduplication ids; and a queue deleted under a cached URL is
-    NotFoundError on both paths."""
-    from dataclasses import replace
-
-    from chalicelib.adapters.aws_clients import AwsClients
-    from chalicelib.adapters.sqs_queues import SqsQueues
-
-    settings, clients = aws_env(request, backend)
-    direct = SqsQueues(clients)
-    through_boto3 = SqsQueues(AwsClients(replace(settings, sqs_direct_send=False)))
-    assert clients.sqs_send_call() is not None
-    bodies = ['{"a":"\\u00e9 \\"q\\""}', "h\u00e9 \U0001f600 \u2028 tab\t", "x" * 70_000]
-
-    def sent(queues: Any, fifo: bool) -> list[tuple[str, dict[str, str], str | None]]:
-        name = _unique("sb-ct") + (".fifo" if fifo else "")
-        attributes = {"FifoQueue": "true"} if fifo else {}
-        queues.create(name, {"VisibilityTimeout": "30", **attributes})
-        messages = [
-            OutgoingMessage(
-                str(i),
-                body,
-                message_attributes={"sb-attempts": str(i)} if i else None,
-                group_id=f"g{i % 2}" if fifo else None,
-                dedup_id=f"d{i}" if fifo else None,
-            )
-            for i, body in enumerate(bodies)
-        ]
-        if not fifo:
-            messages.append(OutgoingMessage("late", "later", delay_seconds=60))
-        assert queues.send_batch(name, messages) == []
-        got: list[Any] = []
-        for _ in range(20):
-            got += queues.receive(name, 10, 0, None)
-            if len(got) == len(bodies):
-                break
-        assert queues.depth(name) == len(messages)
-        return sorted(
-            (m.body, dict(m.message_attributes), m.attributes.get("MessageGroupId")) for m in got
-        )
-
-    for fifo in (False, True):
-        assert sent(direct, fifo) == sent(through_boto3, fifo)
-        assert len(sent(direct, fifo)) == len(bodies)
-    for queues in (direct, through_boto3):
-        name = _unique("sb-ct")
-        queues.create(name, {})
-        assert queues.send_batch(name, [OutgoingMessage("a", "x")]) == []  # its URL cached
-        clients.client("sqs").delete_queue(
-            QueueUrl=clients.client("sqs").get_queue_url(QueueName=name)["QueueUrl"]
-        )
-        with pytest.raises(NotFoundError):
-            queues.send_batch(name, [OutgoingMessage("a", "x")])
-
-
-@pytest.mark.parametrize("backend", AWS_BACKENDS)
-def test_store_direct_calls_and_boto3_calls_agree(
-    request: pytest.FixtureRequest, backend: str
-) -> None:
-    """The resource store's DynamoDB calls made directly (adapters/json_call.py, the default) and
-    through the boto3 client read and write the same items: text beyond ASCII, a listing of more
-    than one page, conditional writes refused as ConflictError on both paths, deletes, epochs;
-    and a table that is gone is the same error on both."""
-    from dataclasses import replace
-
-    from brokerctl.bootstrap import bootstrap
-    from chalicelib.adapters.aws_clients import AwsClients
-    from chalicelib.adapters.dynamodb_store import DynamoResourceStore
-
-    settings, clients = aws_env(request, backend)
-    bootstrap(settings, clients, say=lambda line: None)
-    direct = DynamoResourceStore(clients, settings.table_name)
-    through_boto3 = DynamoResourceStore(
-        AwsClients(replace(settings, dynamodb_direct_calls=False)), settings.table_name
-    )
-    assert clients.direct_call("dynamodb", "PutItem") is not None
-    doc = {"spec": {"t": 'h\u00e9 \U0001f600 \u2028 "q" \\ tab\t', "n": 1.5, "e": {}}}
-    big = {"spec": {"pad": "x" * 300_000}}  # three fill a 1 MB page: the listing pages
-    seen = []
-    for store in (direct, through_boto3):
-        ns = _unique("ns")
-        assert store.put("broker", ns, "b", doc, None).version == 1
-        with pytest.raises(ConflictError):
-            store.put("broker", ns, "b", doc, None)
-        with pytest.raises(ConflictError):
-            store.put("broker", ns, "b", doc, 7)
-        assert store.put("broker", ns, "b", doc, 1).version == 2
-        for i in range(5):
-            store.put("blob", ns, f"p{i}", big, None)
-        other = through_boto3 if store is direct else direct
-        assert store.get("broker", ns, "b") == other.get("broker", ns, "b")
-        listed = store.list("blob", ns)
-        assert [i.name for i in listed] == [f"p{i}" for i in range(5)]
-        assert listed == other.list("blob", ns)
-        assert store.epoch(ns) == other.epoch(ns) >= 1
-        assert store.delete("broker", ns, "b") and not store.delete("broker", ns, "b")
-        assert store.get("broker", ns, "b") is None
-        got = other.get("blob", ns, "p0")
-        assert got is not None
-        seen.append((got.doc, got.version))
-    assert seen[0] == seen[1]
-    gone = [
-        DynamoResourceStore(clients, "sb-no-such-table"),
-        DynamoResourceStore(
-            AwsClients(replace(settings, dynamodb_direct_calls=False)), "sb-no-such-table"
-        ),
-    ]
-    errors = []
-    for store in gone:
-        with pytest.raises(BrokerError) as raised:
-            store.get("broker", "ns", "b")
-        errors.append(type(raised.value))
-    assert errors[0] is errors[1]
 
 
 def test_queue_redrive_to_dlq(queues: Any) -> None:
@@ -593,69 +480,10 @@ def test_fifo_queue_deduplicates_by_id_not_by_body(queues: Any) -> None:
     assert [m.body for m in got] == ["same body", "same body", "retried"]
 
 
-# ---- SeenEvents (docs/dedup.md) ----------------------------------------------------------------
-
-
-@pytest.fixture(params=BACKENDS)
-def seen(request: pytest.FixtureRequest) -> Any:
-    if request.param == "memory":
-        return MemorySeenEvents()
-    from brokerctl.bootstrap import bootstrap
-    from chalicelib.adapters.dynamodb_seen import DynamoSeenEvents
-
-    settings, clients = aws_env(request, request.param)
-    bootstrap(settings, clients, say=lambda line: None)
-    return DynamoSeenEvents(clients, settings.table_name)
+# ---- SeenEvents: tests/contract/test_seen_events.py ------------------------------------------
 
 
 NOW = 1_800_000_000.5
-
-
-def test_seen_first_claim_wins_until_the_window_ends(seen: Any) -> None:
-    scope, key = _unique("ns") + "/b", ("/src", "e1")
-    assert seen.claim(scope, [key], 300, NOW) == {0}
-    assert seen.claim(scope, [key], 300, NOW + 1) == set()
-    assert seen.claim(scope, [key], 300, NOW + 299) == set()  # the window is not extended
-    assert seen.claim(_unique("ns") + "/b", [key], 300, NOW + 1) == {0}  # another broker
-    assert seen.claim(scope, [("/other", "e1")], 300, NOW + 1) == {0}  # another source
-    # Expired, though the store may still hold the item (TTL deletion is lazy): fresh again.
-    assert seen.claim(scope, [key], 300, NOW + 301) == {0}
-    assert seen.claim(scope, [key], 300, NOW + 302) == set()
-
-
-def test_seen_batch_answers_per_key(seen: Any) -> None:
-    scope = _unique("ns") + "/b"
-    keys = [("/s", f"k{i}") for i in range(40)]  # more than one transaction's worth
-    assert seen.claim(scope, keys[::2], 60, NOW) == set(range(20))
-    assert seen.claim(scope, keys, 60, NOW) == set(range(1, 40, 2))
-    assert seen.claim(scope, keys, 60, NOW) == set()
-
-
-def test_seen_release_frees_the_keys(seen: Any) -> None:
-    scope = _unique("ns") + "/b"
-    keys = [("/s", "a"), ("/s", "b"), ("/s", "c")]
-    assert seen.claim(scope, keys, 60, NOW) == {0, 1, 2}
-    seen.release(scope, keys[:2])
-    assert seen.claim(scope, keys, 60, NOW) == {0, 1}
-    seen.release(scope, [("/s", "never claimed")])  # nothing to forget is no error
-
-
-@pytest.mark.parametrize("size", [1, 10])
-def test_seen_concurrent_claims_of_one_key_have_one_winner(seen: Any, size: int) -> None:
-    """Copies arriving at the same instant on different containers: each key is won once."""
-    scope = _unique("ns") + "/b"
-    keys = [("/s", f"k{i}") for i in range(size)]
-    start = threading.Barrier(6)
-
-    def claim(_: int) -> set[int]:
-        start.wait()
-        fresh: set[int] = seen.claim(scope, keys, 60, NOW)
-        return fresh
-
-    with ThreadPoolExecutor(6) as pool:
-        results = list(pool.map(claim, range(6)))
-    wins = sorted(i for fresh in results for i in fresh)
-    assert wins == list(range(size)), results
 
 
 # ---- RateLimiter (docs/flow-control.md) --------------------------------------------------------
