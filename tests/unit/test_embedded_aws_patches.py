@@ -1,18 +1,28 @@
-"""The embedded endpoint's changes to moto keep SQS's answers: here the queue attributes computed
-on demand against the dict moto builds, for every kind of queue and message state."""
+"""What the embedded endpoint changes in moto (brokerctl/moto_fixes/) keeps moto's answers and
+fixes what it says it fixes: queue attributes computed on demand against the dict moto builds,
+Firehose's date prefixes, DynamoDB writes and transactions under one lock (all or nothing, as
+DynamoDB), the check of moto's version, and the endpoint answering as moto's own server."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
+import subprocess
+import sys
+import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from moto.sqs import models
 
-from brokerctl import embedded_aws
+from brokerctl import moto_fixes
+from brokerctl.moto_fixes import dynamodb_writes, firehose_prefixes, sqs_queue_attributes
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # A table keyed by a string pk and sk, as the broker's own.
 PK_SK_TABLE: dict[str, Any] = {
@@ -31,7 +41,7 @@ PK_SK_TABLE: dict[str, Any] = {
 @pytest.fixture()
 def patched() -> Iterator[None]:
     saved = models.Queue.attributes
-    embedded_aws._compute_queue_attributes_on_demand()
+    sqs_queue_attributes.compute_on_demand()
     try:
         yield
     finally:
@@ -97,71 +107,14 @@ def test_moto_behaviour_that_reads_attributes_is_unchanged(
     assert backend.get_queue_attributes("q", ["DelaySeconds"]) == {"DelaySeconds": 0}
 
 
-def _answers() -> list[Any]:
-    """DynamoDB and SQS answers through moto's serializer (in process), random parts left out."""
-    import boto3
-    from moto import mock_aws
-
-    with mock_aws():
-        ddb = boto3.client("dynamodb", region_name="us-east-1")
-        ddb.create_table(TableName="t", **PK_SK_TABLE)
-        for i in range(3):
-            ddb.put_item(TableName="t", Item={
-                "pk": {"S": "p"}, "sk": {"S": f"s{i}"}, "n": {"N": str(i)}, "b": {"B": b"\x00"},
-                "ss": {"SS": ["a", "b"]}, "ns": {"NS": ["1", "2"]}, "bool": {"BOOL": True},
-                "null": {"NULL": True}, "l": {"L": [{"S": "x"}, {"M": {"k": {"N": "1"}}}]},
-            })  # fmt: skip
-        query = ddb.query(
-            TableName="t", KeyConditionExpression="pk = :p",
-            ExpressionAttributeValues={":p": {"S": "p"}}, ReturnConsumedCapacity="TOTAL",
-        )  # fmt: skip
-        table = ddb.describe_table(TableName="t")["Table"]
-        sqs = boto3.client("sqs", region_name="us-east-1")
-        url = sqs.create_queue(QueueName="q", Attributes={"VisibilityTimeout": "7"})["QueueUrl"]
-        sqs.send_message(
-            QueueUrl=url, MessageBody="hi",
-            MessageAttributes={"a": {"DataType": "String", "StringValue": "v"},
-                               "n": {"DataType": "Number", "StringValue": "3"}},
-        )  # fmt: skip
-        got = sqs.receive_message(
-            QueueUrl=url, MessageAttributeNames=["All"], MessageSystemAttributeNames=["All"]
-        )["Messages"][0]
-        attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
-    return [
-        query["Items"], query["Count"], query["ConsumedCapacity"],
-        sorted(table["KeySchema"], key=str), table["AttributeDefinitions"], table["TableStatus"],
-        got["Body"], got["MessageAttributes"], sorted(got["Attributes"]),
-        {k: v for k, v in attrs.items() if "Timestamp" not in k},
-    ]  # fmt: skip
-
-
-def test_remembered_attribute_names_give_the_same_answers() -> None:
-    from moto.core import serialize
-
-    before = _answers()
-    saved = (
-        vars(serialize.AttributePicker)["get_possible_keys"],
-        vars(serialize.XFormedAttributePicker)["get_possible_keys"],
-    )
-    embedded_aws._remember_attribute_aliases()
-    try:
-        assert _answers() == before
-        assert _answers() == before  # answered from what was remembered
-    finally:
-        serialize.AttributePicker.get_possible_keys = saved[0]  # type: ignore[method-assign]
-        serialize.XFormedAttributePicker.get_possible_keys = saved[1]  # type: ignore[method-assign]
-
-
 def test_firehose_prefixes_render_timestamps_as_aws_does() -> None:
     """``archive/!{timestamp:yyyy/MM/dd/HH}/`` becomes the hour's folder, with no second date
     folder after it (a replay lists the hours of its range; docs/replay.md); a prefix without
     an expression keeps moto's (and Firehose's) default date folder."""
-    import re
-
     from moto.firehose import models as firehose
 
     saved = firehose.FirehoseBackend.__dict__["_format_s3_object_path"]
-    embedded_aws._render_firehose_timestamp_prefixes()
+    firehose_prefixes.render_timestamp_prefixes()
     try:
         path = firehose.FirehoseBackend._format_s3_object_path(
             "s", "1", "archive/!{timestamp:yyyy/MM/dd/HH}/"
@@ -180,11 +133,8 @@ def test_firehose_prefixes_render_timestamps_as_aws_does() -> None:
 def ddb() -> Iterator[Any]:
     from moto.dynamodb import models as ddb_models
 
-    saved = {
-        name: ddb_models.DynamoDBBackend.__dict__[name]
-        for name in ("put_item", "delete_item", "update_item", "transact_write_items")
-    }
-    embedded_aws._atomic_dynamodb_writes()
+    saved = {name: ddb_models.DynamoDBBackend.__dict__[name] for name in dynamodb_writes.WRITES}
+    dynamodb_writes.atomic_writes()
     backend = ddb_models.dynamodb_backends["000000000042"]["us-east-1"]
     backend.create_table(
         "t",
@@ -218,509 +168,121 @@ def _put(pk: str) -> dict[str, Any]:
     }
 
 
-def test_a_cancelled_transaction_writes_nothing_and_keeps_the_table(ddb: Any) -> None:
-    """moto rolls a cancelled transaction back by putting a copy of the table in its place, which
-    would undo another thread's write made meanwhile; the patched one never replaces it."""
+def _pks(ddb: Any) -> list[str]:
+    return sorted(i.attrs["pk"].value for i in ddb.tables["t"].all_items())
+
+
+def test_a_cancelled_transaction_writes_nothing(ddb: Any) -> None:
     from moto.dynamodb.exceptions import TransactionCanceledException
 
     ddb.transact_write_items([_put("a")])
-    table = ddb.tables["t"]
     with pytest.raises(TransactionCanceledException) as caught:
         ddb.transact_write_items([_put("b"), _put("a"), _put("c")])
     reasons = json.loads(caught.value.description)["CancellationReasons"]
     assert [r["Code"] for r in reasons] == ["None", "ConditionalCheckFailed", "None"]
-    assert ddb.tables["t"] is table
-    assert sorted(i.attrs["pk"].value for i in table.all_items()) == ["a"]
+    assert _pks(ddb) == ["a"]
     ddb.transact_write_items([_put("b"), _put("c")])
-    assert sorted(i.attrs["pk"].value for i in table.all_items()) == ["a", "b", "c"]
+    assert _pks(ddb) == ["a", "b", "c"]
 
 
-# ---- Less CPU per request, the same answers ------------------------------------------------------
-
-
-@pytest.fixture()
-def undo() -> Iterator[list[tuple[Any, str]]]:
-    """Names of (owner, attribute) a test's patches replace: put back as they were after it."""
-    names: list[tuple[Any, str]] = []
-    yield names
-    for owner, name in reversed(names):
-        setattr(owner, name, vars(owner)[f"_saved_{name}"])
-        delattr(owner, f"_saved_{name}")
-
-
-def _save(undo: list[tuple[Any, str]], owner: Any, name: str) -> None:
-    setattr(owner, f"_saved_{name}", vars(owner)[name])
-    undo.append((owner, name))
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Equal values of equal types all the way down (``repr`` tells 1 from 1.0 and True, keeps
-    key order, and a NaN equals itself)."""
-    return type(a) is type(b) and repr(a) == repr(b)
-
-
-def _json_parser() -> Any:
-    from moto.core.parse import JSONParser
-
-    return JSONParser.__new__(JSONParser)  # reading a body needs no operation model
-
-
-def _read_json(read: Any, body: Any) -> tuple[str, Any]:
-    try:
-        return ("value", read(_json_parser(), body))
-    except Exception as e:  # the kind of failure is part of the answer
-        return ("error", type(e).__name__)
-
-
-TRICKY_JSON = [
-    "", "{}", "[]", " 1 ", "-0", "-0.0", "0.1", "1E5", "1.5e-400", "5e-324", "1e400", "-1e400",
-    "1.7976931348623159e308", "1" * 30, "-" + "9" * 25, "9" * 4300, "9" * 4301, "NaN",
-    "Infinity", "-Infinity", '"\\ud800"', '"\\udc00\\ud800"', '"\\ud834\\udd1e"', '"a\nb"',
-    '"\\u0000"', '"\x00"', '"\u2028"', '{"a":1,"a":2,"b":3}', '{"b":1,"a":2,"b":3}', "1 2",
-    "\ufeff{}", "01", "1.", ".5", "+1", '"\\x"', "[1,]", '{"a":}', "\x0c1", "[" * 1400 + "]" * 1400,
-    "[" * 2000 + "]" * 2000, "Action=SendMessage&QueueUrl=q", '{"k": "\\"quoted\\" \\\\ \\/"}',
-]  # fmt: skip
-
-
-def test_json_bodies_read_by_msgspec_give_the_values_and_errors_moto_gives(
-    undo: list[tuple[Any, str]],
+@pytest.mark.parametrize(
+    "second",
+    [
+        pytest.param({"pk": {"N": "1"}}, id="key-of-another-type"),
+        pytest.param({"pk": {"S": "big"}, "x": {"S": "x" * 410_000}}, id="item-too-large"),
+    ],
+)
+def test_a_transaction_whose_later_item_fails_validation_writes_nothing(
+    ddb: Any, second: dict[str, Any]
 ) -> None:
-    from hypothesis import given, settings
-    from hypothesis import strategies as st
-    from moto.core import parse
+    """DynamoDB (and plain moto) writes no item of a transaction that fails: the first Put, whose
+    condition holds, must not stay written when the second one is refused."""
+    first = _put("first")
+    with pytest.raises(Exception, match=r"Type mismatch|maximum allowed size"):
+        ddb.transact_write_items([first, {"Put": {"TableName": "t", "Item": second}}])
+    assert _pks(ddb) == []
+    ddb.transact_write_items([first])  # and the first item can still be claimed
+    assert _pks(ddb) == ["first"]
 
-    original = parse.BaseJSONParser._parse_body_as_json
-    _save(undo, parse.BaseJSONParser, "_parse_body_as_json")
-    embedded_aws._decode_json_bodies_with_msgspec()
-    patched = parse.BaseJSONParser._parse_body_as_json
-    assert patched is not original
-    kinds = []
-    for text in TRICKY_JSON:
-        for body in (text, text.encode("utf-8", "surrogatepass"), text.encode("utf-16")):
-            want, got = _read_json(original, body), _read_json(patched, body)
-            assert want[0] == got[0] and _same(want[1], got[1]), (text[:40], want, got)
-            kinds.append(want if want[0] == "error" else type(want[1]).__name__)
-    assert {"dict", "list", "int", "float", "str"} <= set(kinds)  # values, not only errors
-    assert ("error", "RecursionError") in kinds
 
-    values = st.recursive(
-        st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
-        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
-        max_leaves=20,
+def test_a_rolled_back_transaction_undoes_no_write_made_meanwhile(ddb: Any) -> None:
+    """moto rolls a transaction back by putting copies of its tables in their place: a put that
+    landed while it ran would be undone. Under the lock no put lands meanwhile."""
+    from moto.dynamodb.exceptions import TransactionCanceledException
+
+    for i in range(300):
+        ddb.put_item("t", {"pk": {"S": f"old{i}"}})
+    acknowledged: list[str] = []
+    stop = threading.Event()
+
+    def writer() -> None:
+        while not stop.is_set():
+            pk = f"new{len(acknowledged)}"
+            ddb.put_item("t", {"pk": {"S": pk}})
+            acknowledged.append(pk)
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # threads take turns often: the race has its chances
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        for _ in range(200):
+            with pytest.raises(TransactionCanceledException):
+                ddb.transact_write_items([_put("fresh"), _put("old0")])
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+        sys.setswitchinterval(switch)
+    present = set(_pks(ddb))
+    assert acknowledged and [pk for pk in acknowledged if pk not in present] == []
+    assert "fresh" not in present
+
+
+# ---- moto's version ---------------------------------------------------------------------------
+
+
+def test_the_pinned_moto_is_the_one_requirements_pin_and_the_one_installed() -> None:
+    pins = (ROOT / "requirements-dev.txt").read_text()
+    assert f"moto[server]=={moto_fixes.PINNED_MOTO}\n" in pins
+    assert moto_fixes.installed_moto() == moto_fixes.PINNED_MOTO
+    moto_fixes.require_pinned_moto(moto_fixes.PINNED_MOTO)
+
+
+def test_another_moto_is_refused_with_what_to_install() -> None:
+    with pytest.raises(moto_fixes.MotoVersionError) as caught:
+        moto_fixes.require_pinned_moto("5.3.0")
+    message = str(caught.value)
+    assert "needs moto 5.2.5, found 5.3.0" in message
+    assert "pip install 'moto[server]==5.2.5'" in message
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param(["-m", "brokerctl.embedded_aws"], id="endpoint"),
+        pytest.param(["-m", "brokerctl", "dev"], id="brokerctl-dev"),
+    ],
+)
+def test_local_mode_does_not_start_on_another_moto(tmp_path: Path, command: list[str]) -> None:
+    """A moto 9.9.9 found first on the path (as another install would be): the endpoint and
+    ``brokerctl dev`` stop at once with the message, and start nothing."""
+    from brokerctl.embedded_aws import free_port
+
+    info = tmp_path / "moto-9.9.9.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: moto\nVersion: 9.9.9\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "BROKER_"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(ROOT)])
+    ports = ["--port", str(free_port())] + (
+        ["--aws-port", str(free_port())] if "dev" in command else []
     )
-
-    @settings(max_examples=300)
-    @given(values, st.booleans())
-    def documents(value: Any, ascii_only: bool) -> None:
-        body = json.dumps(value, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
-        want, got = _read_json(original, body), _read_json(patched, body)
-        assert want[0] == got[0] and _same(want[1], got[1])
-
-    @settings(max_examples=300)
-    @given(st.text(alphabet='{}[]",:0123456789.eE+-\\u tnrfalsNIy\x00\ud800é'))
-    def fragments(text: str) -> None:
-        body = text.encode("utf-8", "surrogatepass")
-        want, got = _read_json(original, body), _read_json(patched, body)
-        assert want[0] == got[0] and _same(want[1], got[1])
-
-    documents()
-    fragments()
-
-
-def test_json_bodies_are_not_read_by_the_standard_library(
-    undo: list[tuple[Any, str]], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from moto.core import parse
-
-    reads: list[str] = []
-
-    class CountingJson:
-        @staticmethod
-        def loads(s: Any, **kw: Any) -> Any:
-            reads.append(s)
-            return json.loads(s, **kw)
-
-    monkeypatch.setattr(parse, "json", CountingJson)
-    _save(undo, parse.BaseJSONParser, "_parse_body_as_json")
-    embedded_aws._decode_json_bodies_with_msgspec()
-    body = json.dumps({"QueueUrl": "q", "Entries": [{"Id": "1", "MessageBody": '{"a": 1}'}]})
-    assert _json_parser()._parse_body_as_json(body.encode()) == json.loads(body)
-    assert reads == []
-    nan = _json_parser()._parse_body_as_json(b"NaN")
-    assert isinstance(nan, float) and nan != nan  # moto's own reading decided: json.loads
-    assert reads == ["NaN"]
-
-
-def _outcome(call: Any, *args: Any) -> tuple[str, Any]:
-    try:
-        return ("value", call(*args))
-    except Exception as e:  # the kind of failure is part of the answer
-        return ("error", type(e).__name__)
-
-
-def test_plain_bodies_skip_query_string_splitting_with_parse_qsl_answers(
-    undo: list[tuple[Any, str]], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import urllib.parse
-
-    from hypothesis import given, settings
-    from hypothesis import strategies as st
-    from moto.core import responses
-
-    original = urllib.parse.parse_qsl
-    calls: list[Any] = []
-
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        calls.append(args)
-        return original(*args, **kwargs)
-
-    _save(undo, responses, "parse_qsl")
-    for module in (urllib.parse, responses):  # moto's calls and the patch's are counted
-        monkeypatch.setattr(module, "parse_qsl", counting)
-    embedded_aws._skip_query_string_parsing_of_plain_bodies()
-    patched = responses.parse_qsl  # type: ignore[attr-defined]
-
-    body = json.dumps({"QueueUrl": "q", "Entries": [{"Id": str(i)} for i in range(100)]})
-    assert patched(body, keep_blank_values=True) == original(body, keep_blank_values=True)
-    assert calls == []
-
-    @settings(max_examples=500)
-    @given(st.text(alphabet='ab{}":é &=+%;2F\x00'), st.booleans())
-    def same(text: str, keep_blank: bool) -> None:
-        assert patched(text, keep_blank_values=keep_blank) == original(
-            text, keep_blank_values=keep_blank
-        )
-        assert _outcome(patched, text.encode(), keep_blank) == _outcome(
-            original, text.encode(), keep_blank
-        )
-
-    same()
-    with pytest.raises(ValueError):
-        patched("a&b", True, True)  # strict_parsing: parse_qsl's own refusal
-
-
-def test_request_ids_are_written_into_xml_answers_only_and_not_searched_for_elsewhere(
-    undo: list[tuple[Any, str]], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import re
-
-    from moto.core import responses
-
-    original = responses.BaseResponse._enrich_response
-    searched: list[Any] = []
-
-    class CountingRe:
-        @staticmethod
-        def sub(pattern: str, repl: str, string: Any) -> Any:
-            searched.append(string)
-            return re.sub(pattern, repl, string)
-
-    monkeypatch.setattr(responses, "re", CountingRe)
-    _save(undo, responses.BaseResponse, "_enrich_response")
-    embedded_aws._look_for_request_ids_only_where_there_is_one()
-    patched = responses.BaseResponse._enrich_response
-    bodies: list[Any] = [
-        json.dumps({"Messages": [{"Body": "x" * 50_000}] * 10}), "", b"<RequestId>b</RequestId>",
-        "<R><RequestId>old</RequestId></R>", "<a/>\n<RequestId>\n</RequestId>", None, {"k": 1},
-    ]  # fmt: skip
-    for body in bodies:
-        want_headers: dict[str, Any] = {"status": 200, "a": "b"}
-        got_headers: dict[str, Any] = {"status": 200, "a": "b"}
-        want = original(want_headers, body)
-        searched.clear()
-        got = patched(got_headers, body)
-        if isinstance(body, str) and body and "<RequestId>" not in body:
-            assert all(string is not body for string in searched)  # not even looked at
-        assert want[0] is want_headers and got[0] is got_headers
-        want_id, got_id = want_headers.pop("x-amzn-requestid"), got_headers.pop("x-amzn-requestid")
-        assert want_headers == got_headers == {"status": "200", "a": "b"}
-        assert len(want_id) == len(got_id) == 52
-        if isinstance(body, str) and "<RequestId>" in body:
-            assert got[1] == body.replace(">old<", f">{got_id}<") or got[1] == re.sub(
-                r"(?<=<RequestId>).*(?=<\/RequestId>)", got_id, body
-            )
-        else:
-            assert _same(got[1], want[1]) and _same(got[1], body)
-
-
-def test_message_digests_are_computed_once_per_body(
-    undo: list[tuple[Any, str]], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import copy
-    import hashlib
-
-    from moto.sqs import models
-
-    hashes: list[int] = []
-
-    def md5_hash(data: Any = None) -> Any:
-        hashes.append(1)
-        return hashlib.md5(usedforsecurity=False)
-
-    monkeypatch.setattr(models, "md5_hash", md5_hash)
-    _save(undo, models.Message, "body_md5")
-    embedded_aws._remember_message_digests()
-    message = models.Message("id", '{"pack": ["é"]}')
-    want = hashlib.md5('{"pack": ["é"]}'.encode()).hexdigest()
-    assert message.body_md5 == want and message.body_md5 == want
-    assert copy.deepcopy(message).body_md5 == want  # a receive hands out a deep copy
-    assert len(hashes) == 1
-    message.body = "other"
-    assert message.body_md5 == hashlib.md5(b"other").hexdigest() and len(hashes) == 2
-
-
-def test_a_queue_scan_reads_the_clock_once_and_lists_what_moto_lists(
-    undo: list[tuple[Any, str]], backend: models.SQSBackend, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from moto.core import utils
-
-    original = vars(models.Queue)["messages"]
-    queue = backend.create_queue("scan")
-    for i in range(30):
-        backend.send_message("scan", f"m{i}", delay_seconds=60 if i % 3 == 0 else None)
-    backend.receive_message("scan", 5, 0, 600)  # five in flight, ten delayed, fifteen ready
-    reads: list[int] = []
-    utcnow = utils.utcnow
-
-    def counting() -> Any:
-        reads.append(1)
-        return utcnow()
-
-    monkeypatch.setattr(utils, "utcnow", counting)
-    want = original.fget(queue)
-    moto_reads, reads[:] = len(reads), []
-    _save(undo, models.Queue, "messages")
-    embedded_aws._read_the_clock_once_per_queue_scan()
-    got = queue.messages
-    assert got == want and len(got) == 15
-    assert len(reads) == 1 and moto_reads == 30 + 25  # visible? then delayed?
-
-
-def test_requests_read_their_form_without_flask_debug_helpers() -> None:
-    from flask import request
-    from moto.moto_server.werkzeug_app import BackendRequest, create_backend_app
-    from werkzeug.datastructures import ImmutableMultiDict
-
-    app = create_backend_app("sqs")
-    assert app.debug and app.request_class is BackendRequest
-    body = b'{"QueueUrl": "q"}'
-    headers = {"Content-Type": "application/x-amz-json-1.0"}
-
-    def read() -> tuple[Any, ...]:
-        with app.test_request_context("/", method="POST", data=body, headers=headers):
-            return type(request.files), dict(request.form), dict(request.files), request.data
-
-    debug_files, *answers = read()
-    assert debug_files is not ImmutableMultiDict  # Flask's debug helper: a class per request
-    own = BackendRequest.__dict__.get("_load_form_data")  # inherited from Flask's Request
-    try:
-        embedded_aws._skip_flask_debug_form_helper()
-        files, *same = read()
-    finally:  # inherited again, as before
-        if own is None:
-            del BackendRequest._load_form_data
-        else:
-            BackendRequest._load_form_data = own  # type: ignore[method-assign]
-    assert files is ImmutableMultiDict and same == answers == [{}, {}, body]
-
-
-def test_member_values_are_picked_without_a_context_each_with_moto_answers(
-    undo: list[tuple[Any, str]], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from moto.core import serialize
-
-    built: list[int] = []
-
-    class CountedContext(serialize.AttributePickerContext):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            built.append(1)
-            super().__init__(*args, **kwargs)
-
-    monkeypatch.setattr(serialize, "AttributePickerContext", CountedContext)
-    before = _answers()
-    moto_built, built[:] = len(built), []
-    _save(undo, serialize.ResponseSerializer, "get_value")
-    embedded_aws._pick_member_values_directly()
-    assert _answers() == before
-    first = len(built)
-    assert _answers() == before  # names remembered: no context at all
-    assert moto_built > 400 and first < moto_built / 3 and len(built) == first
-
-
-SQS_JSON_HEADERS = {
-    "Content-Type": "application/x-amz-json-1.0",
-    "Authorization": "AWS4-HMAC-SHA256 Credential=testing/20260131/us-east-1/sqs/aws4_request, "
-    "SignedHeaders=host, Signature=x",
-}  # fmt: skip
-
-
-def _batch(queue: str, *entries: dict[str, Any], **extra: Any) -> bytes:
-    return json.dumps({"QueueUrl": f"http://localhost/123456789012/{queue}",
-                       "Entries": list(entries), **extra}).encode()  # fmt: skip
-
-
-def _entries(n: int, size: int = 10, **fields: Any) -> list[dict[str, Any]]:
-    return [{"Id": f"m{i}", "MessageBody": "é" * size + str(i), **fields} for i in range(n)]
-
-
-# SendMessageBatch requests answered by the fast path (True) or left to moto's (False).
-BATCHES: list[tuple[bool, bytes]] = [
-    (True, _batch("q", *_entries(10, 50_000))),
-    (True, _batch("q", {"Id": "é-1", "MessageBody": '{"k": "\\"\u2028😀"}', "DelaySeconds": 5},
-                  {"Id": "late", "MessageBody": "x", "DelaySeconds": 901},  # a failure entry
-                  {"Id": "n", "MessageBody": "y", "DelaySeconds": None, "Unknown": 1})),
-    (True, _batch("q", {"Id": "a", "MessageBody": "x", "MessageAttributes": {
-        "s": {"DataType": "String", "StringValue": "v+%"},
-        "n": {"DataType": "Number", "StringValue": "3"},
-        "b": {"DataType": "Binary", "BinaryValue": "AAE="}}})),
-    (True, _batch("f.fifo", *_entries(3, MessageGroupId="g", MessageDeduplicationId="d"))),
-    (True, _batch("c.fifo", *_entries(2, MessageGroupId="g"))),  # content-based dedup
-    (False, _batch("q", {"Id": "bad id!", "MessageBody": "x"})),  # InvalidBatchEntryId
-    (False, _batch("q", *[{"Id": "1", "MessageBody": "x"}] * 2)),  # ids not distinct
-    (False, _batch("q", *[{"Id": f"{i}", "MessageBody": "x" * 600_000} for i in "ab"])),  # too long
-    (False, _batch("q", *_entries(11))),  # too many entries
-    (False, _batch("q")),  # empty
-    (False, _batch("missing", *_entries(1))),  # QueueDoesNotExist
-    (False, _batch("f.fifo", *_entries(1))),  # no MessageGroupId
-    (False, _batch("f.fifo", *_entries(1, MessageGroupId="g", DelaySeconds=2))),
-    (False, _batch("q", {"Id": "a", "MessageBody": "x",
-                         "MessageAttributes": {"bad name!": {"DataType": "String",
-                                                             "StringValue": "v"}}})),
-    (False, _batch("q", {"Id": "a", "MessageBody": "x",
-                         "MessageAttributes": {"a": {"DataType": "Nope", "StringValue": "v"}}})),
-    (False, _batch("q", {"Id": 1, "MessageBody": "x"})),  # moto's parser keeps the int
-    (False, _batch("q", {"Id": "a", "MessageBody": "x", "DelaySeconds": "5"})),  # converted
-    (False, _batch("q", {"Id": "a", "MessageBody": "x&Action=ListQueues"})),  # a query string
-    (False, b"[1]"),
-    (False, b"{not json"),
-    (False, b'{"QueueUrl": "q", "Entries": [{"Id": "a", "MessageBody": "\xff"}]}'),  # not UTF-8
-]  # fmt: skip
-
-
-def _call_app(app: Any, body: bytes, **headers: str) -> tuple[Any, ...]:
-    from werkzeug.test import EnvironBuilder
-
-    sent: dict[str, str] = {**SQS_JSON_HEADERS, "X-Amz-Target": "AmazonSQS.SendMessageBatch"}
-    environ = EnvironBuilder(
-        path="/", method="POST", data=body, base_url="http://localhost:4566",
-        headers=list({**sent, **headers}.items()),
-    ).get_environ()  # fmt: skip
-    started: list[Any] = []
-    try:
-        answer = b"".join(app(environ, lambda status, pairs, *_: started.append((status, pairs))))
-    except Exception as e:  # moto's 500 (Flask in debug mode lets it through)
-        return ("raised", type(e).__name__)
-    status, pairs = started[0]
-    kept = [(k, v) for k, v in pairs if k.lower() not in RANDOM_HEADERS - {"content-length"}]
-    return status, kept, _masked(answer, "http://localhost")
-
-
-def _sqs_answers(app: Any) -> list[tuple[Any, ...]]:
-    """Every batch of BATCHES sent to fresh queues: the answers and what the queues then hold."""
-    from moto.core.models import DEFAULT_ACCOUNT_ID
-
-    backend = models.sqs_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]
-    heard = []
-    for _, body in BATCHES:
-        backend.reset()
-        backend.create_queue("q")
-        backend.create_queue("f.fifo", FifoQueue="true")
-        backend.create_queue("c.fifo", FifoQueue="true", ContentBasedDeduplication="true")
-        answer = _call_app(app, body)
-        held = [
-            (q.name, m.body, m.message_attributes, m.group_id, m.deduplication_id,
-             round((m.delayed_until - (m.sent_timestamp or 0)) / 1000) if m.delayed_until else 0)
-            for q in backend.queues.values() for m in q._messages
-        ]  # fmt: skip
-        heard.append((answer, held))
-    backend.reset()
-    return heard
-
-
-def test_message_batches_are_sent_without_moto_request_stack_with_moto_answers(
-    undo: list[tuple[Any, str]], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from moto.core import responses, serialize
-    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
-
-    walked: list[str] = []
-    for owner, name in ((responses.BaseResponse, "setup_class"),
-                        (serialize.ResponseSerializer, "serialize")):  # fmt: skip
-        method = getattr(owner, name)
-
-        def counting(*args: Any, _method: Any = method, _name: str = name, **kw: Any) -> Any:
-            walked.append(_name)
-            return _method(*args, **kw)
-
-        monkeypatch.setattr(owner, name, counting)
-    app = DomainDispatcherApplication(create_backend_app)
-    want = _sqs_answers(app)
-    moto_walks = [walked.count("setup_class"), walked.count("serialize")]
-    _save(undo, DomainDispatcherApplication, "__call__")
-    embedded_aws._send_message_batches_directly()
-    walked.clear()
-    got = _sqs_answers(app)
-    for (answer, held), (moto_answer, moto_held), (_, body) in zip(got, want, BATCHES, strict=True):
-        assert answer == moto_answer and held == moto_held, body[:200]
-    direct = sum(1 for fast, _ in BATCHES if fast)
-    refused = len(BATCHES) - direct
-    assert moto_walks[0] == len(BATCHES) and moto_walks[1] > direct
-    # the direct ones neither set up moto's response class nor walk its serializer
-    assert [walked.count("setup_class"), walked.count("serialize")] == [
-        refused,
-        moto_walks[1] - direct,
-    ]
-    assert any(b'"Failed": [{"Id": "late"' in a[2].encode() for (a, _) in got)
-    assert [h for _, h in got[:5]] and all(h for _, h in got[:5])  # messages were sent
-    cors = _call_app(app, BATCHES[0][1], Origin="http://x")  # CORS answers: moto's own
-    assert walked.count("setup_class") == refused + 1 and cors[0] == "400 BAD REQUEST"
-
-
-def test_random_characters_are_drawn_in_one_loop_with_moto_strings_and_state(
-    undo: list[tuple[Any, str]], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import random
-
-    from moto.moto_api._internal import mock_random, moto_random
-    from moto.sqs import utils
-
-    def draws() -> list[Any]:
-        """Strings moto draws, from a few seeds, and the generator's state after each."""
-        seen: list[Any] = []
-        for seed in range(40):
-            mock_random.seed(seed)
-            seen += [
-                models.generate_receipt_handle(), utils.generate_receipt_handle(),  # type: ignore[attr-defined]
-                mock_random.get_random_string(), mock_random.get_random_string(52),
-                mock_random.get_random_string(7, include_digits=False, lower_case=True),
-                [mock_random.choice(s) for s in ("0123456789", "ab", "x", [1, 2, 3]) * 5],
-                mock_random.get_random_hex(), str(mock_random.uuid4()), mock_random.getstate(),
-            ]  # fmt: skip
-        return seen
-
-    chosen: list[int] = []
-    below = random.Random._randbelow_with_getrandbits  # type: ignore[attr-defined]
-
-    def counting(self: Any, n: int) -> int:  # Random.choice's draw of each character
-        chosen.append(n)
-        return int(below(self, n))
-
-    rng = moto_random.MotoRandom
-    monkeypatch.setattr(rng, "_randbelow", counting)
-    want = draws()
-    moto_draws, chosen[:] = len(chosen), []
-    monkeypatch.setattr(rng, "choice", rng.choice)  # inherited: taken away again after the test
-    for owner, name in ((rng, "get_random_string"), (utils, "generate_receipt_handle"),
-                        (models, "generate_receipt_handle")):  # fmt: skip
-        _save(undo, owner, name)
-    monkeypatch.setattr(rng, "_randbelow", below)  # moto's own, as the patch expects
-    embedded_aws._draw_random_characters_directly()
-    monkeypatch.setattr(rng, "_randbelow", counting)
-    assert draws() == want
-    assert moto_draws == 40 * (2 * 185 + 20 + 52 + 7 + 20 + 8) and chosen == []
-    with pytest.raises(IndexError):
-        mock_random.choice("")
-    mock_random.seed(None)
+    done = subprocess.run(
+        [sys.executable, *command, *ports], env=env, cwd=tmp_path, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "needs moto 5.2.5, found 9.9.9" in done.stderr
+    assert "Traceback" not in done.stderr and "ready" not in done.stdout
 
 
 # ---- The patched endpoint answers as moto's own server does --------------------------------------
@@ -728,7 +290,7 @@ def test_random_characters_are_drawn_in_one_loop_with_moto_strings_and_state(
 
 @pytest.fixture()
 def two_endpoints() -> Iterator[tuple[str, str]]:
-    """A fresh embedded endpoint (every patch) and a fresh moto server of the same moto (none)."""
+    """A fresh embedded endpoint (every fix) and a fresh moto server of the same moto (none)."""
     import subprocess
     import sys
     import time
