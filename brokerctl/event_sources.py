@@ -62,8 +62,8 @@ LONG_POLL_SECONDS = 20
 # A FIFO queue (an ordered trigger) is not long-polled: moto takes the set of message groups in
 # flight once, when a receive starts, so a long poll would not see a group freed by a delete during
 # it and could hold that group's next message back for the whole wait (SQS answers as soon as a
-# group is free); and while every visible message is in a busy group, its wait (embedded_aws's
-# _quiet_idle_long_polls waits for visible messages) returns at once and the poll spins on the
+# group is free); and while every visible message is in a busy group, its wait (moto_fixes'
+# quiet_idle_long_polls waits for visible messages) returns at once and the poll spins on the
 # CPU. Instead an empty receive is followed by a pause of FIFO_PAUSE_SECONDS, doubled after each
 # empty receive in a row up to FIFO_MAX_PAUSE_SECONDS (a group waiting out a long backoff costs two
 # calls a second), cut short when one of the queue's batches ends (its deletes free groups) or a
