@@ -4,32 +4,22 @@ A request that finds no send in flight to its queue sends at once, alone. Reques
 while one is in flight wait for it, then go together in the next call, up to SQS's batch limits
 (10 entries, 256 KiB), oldest first. Nothing ever waits for company: a lone request (a Lambda
 container serves one at a time) costs what it did, and under concurrent requests (local mode's
-threaded server, a Kafka batch) the AWS calls per event fall. Once a queue's calls have been
-shared, its carrier waits a few milliseconds for company (``LINGER_SECONDS``) while the call has
-room. Each caller gets back the ids of its own entries that failed, or the error of the call that
-carried them.
+threaded server, a Kafka batch) the AWS calls per event fall. Each caller gets back the ids of
+its own entries that failed, or the error of the call that carried them.
 """
 
 from __future__ import annotations
 
 import builtins
 import threading
-import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from chalicelib.ports import OutgoingMessage, QueueSender
 from chalicelib.services.claims import SQS_MAX_BYTES
 
 MAX_ENTRIES = 10
-# A queue whose calls were shared within the last second has concurrent senders: its next call
-# waits up to this long for company before it goes (never when alone). A wait that long spares
-# calls and the CPU they cost: at 4 concurrent producers, 3 ms gave 120 events/s (p50 42 ms),
-# 8 ms 138 (p50 33 ms), 15 ms 118 (p50 37 ms) on a 2-core machine (benchmarks/e2e.py).
-LINGER_SECONDS = 0.008
-SHARED_RECENTLY_SECONDS = 1.0
-MAX_REMEMBERED_QUEUES = 4096
 
 
 @dataclass
@@ -56,17 +46,12 @@ class SharedSends:
         queues: QueueSender,
         max_entries: int = MAX_ENTRIES,
         max_bytes: int = SQS_MAX_BYTES,
-        linger: float = LINGER_SECONDS,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._queues = queues
         self._max_entries = max_entries
         self._max_bytes = max_bytes
-        self._linger = linger
-        self._clock = clock
         self._lock = threading.Lock()
         self._lanes: dict[str, _Lane] = {}  # only queues with a send waiting or in flight
-        self._shared: dict[str, float] = {}  # when a call to the queue last carried several
 
     def send_batch(self, name: str, messages: Sequence[OutgoingMessage]) -> builtins.list[str]:
         mine = _Send(list(messages), sum(len(m.body.encode()) for m in messages))
@@ -75,18 +60,12 @@ class SharedSends:
             if lane is None:
                 lane = self._lanes[name] = _Lane(self._lock)
             lane.waiting.append(mine)
-            lane.changed.notify_all()  # a lingering carrier may take this one along
             while not mine.done:
                 if lane.busy:
                     lane.changed.wait()
                     continue
                 lane.busy = True  # this thread carries the oldest waiting sends, maybe not its own
-                self._wait_for_company(name, lane)
                 batch = self._take(lane)
-                if len(batch) > 1:
-                    if len(self._shared) >= MAX_REMEMBERED_QUEUES:
-                        self._shared.clear()
-                    self._shared[name] = self._clock()
                 self._lock.release()
                 try:
                     self._carry(name, batch)
@@ -101,20 +80,6 @@ class SharedSends:
         if mine.error is not None:
             raise mine.error
         return mine.failed
-
-    def _wait_for_company(self, name: str, lane: _Lane) -> None:
-        """Called holding the lock: a carrier for a queue with concurrent senders waits up to
-        ``linger`` while the call it would make has room."""
-        now = self._clock()
-        shared_at = self._shared.get(name, -1e9)
-        if self._linger <= 0 or now - shared_at > SHARED_RECENTLY_SECONDS:
-            return
-        deadline = now + self._linger
-        while sum(len(s.messages) for s in lane.waiting) < self._max_entries:
-            remaining = deadline - self._clock()
-            if remaining <= 0:
-                return
-            lane.changed.wait(remaining)
 
     def _take(self, lane: _Lane) -> list[_Send]:
         batch = [lane.waiting.popleft()]

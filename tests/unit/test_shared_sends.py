@@ -129,27 +129,3 @@ def test_queues_do_not_wait_on_one_another() -> None:
         assert sends.send_batch("fast", _msgs("b", 1)) == []
         queue.gate.set()
         assert blocked.result(10) == []
-
-
-def test_a_lone_sender_never_lingers() -> None:
-    queue = GatedQueue()
-    queue.gate.set()
-    sends = SharedSends(queue, linger=30.0)
-    started = time.monotonic()
-    for _ in range(3):  # each call carries one send: never shared, so never a wait
-        assert sends.send_batch("q", _msgs("a", 1)) == []
-    assert time.monotonic() - started < 10 and len(queue.calls) == 3
-
-
-def test_after_a_shared_call_the_carrier_waits_for_company_until_the_call_is_full() -> None:
-    queue = GatedQueue()
-    queue.gate.set()
-    sends = SharedSends(queue, linger=30.0)
-    sends._shared["q"] = time.monotonic()  # as after a call that carried several sends
-    with ThreadPoolExecutor(2) as pool:
-        first = pool.submit(sends.send_batch, "q", _msgs("a", 1))
-        _waiting(sends, "q", 1)
-        assert queue.calls == []  # lingering, not sent
-        second = pool.submit(sends.send_batch, "q", _msgs("b", 9))
-        assert first.result(10) == [] and second.result(10) == []  # full at 10: gone at once
-    assert [len(m) for _, m in queue.calls] == [10]
