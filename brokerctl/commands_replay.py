@@ -80,6 +80,11 @@ def add_replay_parser(sub: Any) -> None:
         help='a filter in the trigger dialects, repeatable: \'{"prefix": {"type": "com."}}\'',
     )
     create.add_argument(
+        "--packing",
+        action="store_true",
+        help="many events to an SQS message on standard queues (spec.packing: fewer calls)",
+    )
+    create.add_argument(
         "--wait", action="store_true", help="show progress until the replay has Succeeded"
     )
     create.add_argument(
@@ -118,6 +123,8 @@ def replay_body(args: argparse.Namespace) -> dict[str, Any]:
             except ValueError:
                 raise UsageError(f"--filter {text!r} is not JSON") from None
         spec["filters"] = filters
+    if args.packing:
+        spec["packing"] = True
     return {
         "apiVersion": "eventing.knative.dev/v1",
         "kind": "Replay",
@@ -270,6 +277,7 @@ def _describe_human(doc: Mapping[str, Any]) -> None:
         output.say(f"Triggers:     {', '.join(spec['triggers'])}")
     for element in spec.get("filters") or []:
         output.say(f"Filter:       {json.dumps(element, ensure_ascii=False)}")
+    output.say(f"Packing:      {'yes' if spec.get('packing') else 'no (one event a message)'}")
     output.say(f"Read:         {progress.get('eventsRead', 0)}")
     output.say(f"Enqueued:     {progress.get('eventsEnqueued', 0)}")
     if progress.get("eventsMissing"):

@@ -294,8 +294,6 @@ class LocalRuntime:
         self._stack.append(timer.stop)
         # The replayer (app.py, a one-minute schedule on AWS), woken by each new replay and
         # running short turns while replays are unfinished (docs/replay.md).
-        # Its sender processes (adapters/sqs_send_pool.py) stop after it.
-        self._stack.append(container.stop_replay_sends)
         replays = _ReplayLoop(container.replay_runner, say)
         replays.start()
         self._stack.append(replays.stop)

@@ -94,12 +94,6 @@ class Settings:
     # record of the range: Firehose's buffer interval plus a margin (the template's
     # ArchiveBufferSeconds is 300), or the local runtime's archive batching plus a margin.
     replay_settle_seconds: float = 2.0
-    # Sender processes making a replay's SendMessageBatch calls to standard queues beside its
-    # reading (adapters/sqs_send_pool.py, docs/replay.md); 0: threads of the replaying process.
-    replay_send_processes: int = 0
-    # After the first replay run, the process's long-lived heap is frozen out of the garbage
-    # collector's full collections (chalicelib/heap.py). False (BROKER_FREEZE_HEAP=false): not.
-    freeze_heap: bool = True
     # False: SQS event source mappings are created disabled, because something else consumes the
     # trigger queues (the local runtime's pollers, against an emulator such as LocalStack whose own
     # pollers would otherwise compete and spend receive counts, i.e. attempts).
@@ -169,12 +163,6 @@ class Settings:
             archive_carry_off=carry_off,
             archive_spool_dir=env.get("BROKER_ARCHIVE_SPOOL_DIR")
             or (SPOOL_DIR if env.get("AWS_LAMBDA_FUNCTION_NAME") else None),
-            # None unless set: measured no faster locally (docs/replay.md, Throughput), and the
-            # replayer's 512 MB on Lambda is a third of a vCPU, where another process adds no core.
-            replay_send_processes=min(
-                8, max(0, int(number("BROKER_REPLAY_SEND_PROCESSES", "0", int)))
-            ),
-            freeze_heap=_bool(env.get("BROKER_FREEZE_HEAP"), True),
             replay_settle_seconds=max(
                 0.0,
                 float(
@@ -251,7 +239,6 @@ def _environment_problems(env: Mapping[str, str], stage: str) -> tuple[str, ...]
         ("BROKER_DELIVERY_TIMEOUT_SECONDS", int),
         ("BROKER_ARCHIVE_BATCH_SECONDS", float),
         ("BROKER_REPLAY_SETTLE_SECONDS", float),
-        ("BROKER_REPLAY_SEND_PROCESSES", int),
         ("BROKER_METRICS_REFRESH_SECONDS", float),
     ):
         value = env.get(name)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import atexit
 import json
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
@@ -44,7 +42,8 @@ from chalicelib.services.kafka_sources import KafkaSourceHooks
 from chalicelib.services.metrics import Metrics
 from chalicelib.services.provisioner import Provisioner
 from chalicelib.services.registry import Registry
-from chalicelib.services.replays import ReplayHooks, ReplayRunner, ReplayService, RunnerOptions
+from chalicelib.services.replay_runner import ReplayRunner, RunnerOptions
+from chalicelib.services.replays import ReplayHooks, ReplayService
 from chalicelib.services.resources import Resources, ResourceService
 from chalicelib.services.routing import ROUTING_KINDS, ConfigCache, load_broker_config
 from chalicelib.services.shared_sends import SharedSends
@@ -60,9 +59,6 @@ class Container:
     # What every service writes the archive through (set by ``tap_archive``); None: the adapter.
     _archive_tap: Callable[[Archive], Archive] | None = field(default=None, init=False, repr=False)
     _archive_built: bool = field(default=False, init=False, repr=False)
-    # The replay runner's sender processes (adapters/sqs_send_pool.py), made at the first call.
-    _send_pool: Any = field(default=None, init=False, repr=False)
-    _send_pool_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def tap_archive(self, tap: Callable[[Archive], Archive]) -> None:
         """Make the archive ``tap(archive)`` (the local console's live tail sees every record).
@@ -194,6 +190,7 @@ class Container:
             rate_limiter=self.rate_limiter,
             # a third of the function's time at most waiting for tokens (docs/flow-control.md)
             rate_hold=max(10.0, self.settings.delivery_function_timeout_seconds / 3),
+            in_flight=self.settings.delivery_in_flight,
         )
 
     @cached_property
@@ -293,36 +290,8 @@ class Container:
             RunnerOptions(
                 archive_bucket=self.settings.archive_bucket,
                 settle_seconds=self.settings.replay_settle_seconds,
-                send_processes=self.settings.replay_send_processes,
-                freeze_heap=self.settings.freeze_heap,
             ),
-            process_send=self._replay_process_send if self._queues_are_sqs() else None,
         )
-
-    def _queues_are_sqs(self) -> bool:
-        """Only the SQS adapter's calls can be made by another process (it builds its own from
-        Settings); a fake's state lives here."""
-        from chalicelib.adapters.sqs_queues import SqsQueues
-
-        return type(self.queues) is SqsQueues
-
-    def _replay_process_send(self, processes: int) -> Callable[[str, list[Any]], None]:
-        from chalicelib.adapters.sqs_send_pool import SqsSendPool
-
-        with self._send_pool_lock:  # asked by each of a batch's sending threads
-            pool = self._send_pool
-            if pool is None or pool.processes != processes:
-                if pool is not None:
-                    pool.stop()
-                pool = self._send_pool = SqsSendPool(self.settings, processes)
-                atexit.register(pool.stop)
-        return lambda queue, items: send_in_batches(pool, queue, items, SQS_MAX_BATCH_BYTES)
-
-    def stop_replay_sends(self) -> None:
-        """Stop the replay runner's sender processes, if it made any (the local runtime's stop;
-        atexit otherwise)."""
-        if self._send_pool is not None:
-            self._send_pool.stop()
 
     # ---- xRegistry (DESIGN.md §9) ---------------------------------------------------------------
 

@@ -173,6 +173,11 @@ SCHEMAS: dict[str, Any] = {
             },
             triggers={"type": "array", "items": _ref("Name")},
             filters={"type": "array", "items": _ref("Filter")},
+            packing={
+                "type": "boolean",
+                "default": False,
+                "description": "many events to an SQS message on standard queues (fewer calls)",
+            },
         ),
     ),
     "Resource": _obj(

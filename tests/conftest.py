@@ -22,12 +22,6 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ["BROKER_STAGE"] = "local"
 os.environ["BROKER_LOCAL_MODE"] = "true"
 
-# The replay runner freezes its process's heap after its first run (chalicelib/heap.py); the test
-# process keeps its collector as it is (tests/unit/test_heap.py checks settle() in a process of
-# its own). Local runtimes the tests start as processes do freeze, as deployed.
-from chalicelib import heap  # noqa: E402
-
-heap.keep_collector()
 
 
 @pytest.fixture(scope="session")

@@ -50,6 +50,19 @@ def test_create_puts_the_spec_under_the_broker(api: RecordingApi, cli: Runner) -
     assert "Replay 'again' of broker 'orders' created" in r.out
 
 
+def test_create_with_packing_asks_for_packs(api: RecordingApi, cli: Runner) -> None:
+    api.answer("PUT", PATH, 201, _doc("Unknown", "Pending"))
+    r = cli("replay", "create", "again", "-n", "shop", "--broker", "orders", "--from", "1h")
+    assert r.code == 0, r.err
+    r = cli(
+        "replay", "create", "again", "-n", "shop", "--broker", "orders", "--from", "1h",
+        "--packing",
+    )  # fmt: skip
+    assert r.code == 0, r.err
+    plain, packed = (seen.json()["spec"] for seen in api.seen)
+    assert "packing" not in plain and packed["packing"] is True
+
+
 def test_a_filter_that_is_not_json_is_a_usage_error(api: RecordingApi, cli: Runner) -> None:
     r = cli("replay", "create", "x", "--from", "1h", "--filter", "{nope")
     assert r.code == 2 and "not JSON" in r.err

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+import pytest
+
 from brokerctl.event_display import EventDisplay, Received, Reply
 from chalicelib.config import Settings
 from chalicelib.core.cloudevents import codec
@@ -326,7 +328,7 @@ def test_replayed_packs_reach_a_flaky_subscriber_or_the_dlq_every_event_counted(
         h.queues.purge(h.queue_of("a"))  # live delivery is not what is counted here
         flush_archive(h)
         _, end = window()
-        put_replay(h, "r", start, end)
+        put_replay(h, "r", start, end, packing=True)
         assert h.container.replay_runner.run("ns", "default", "r", 30.0)
         queue = h.queue_of("a")
         packs = [m for m in _queued(h, queue) if '"pack":[' in m.body]
@@ -448,9 +450,10 @@ def test_a_packs_events_that_could_outlast_the_invocation_go_back_untried() -> N
     assert sorted(_outcomes(h))[:2] == [("b", 1, "delivered"), ("c", 1, "delivered")]
 
 
-def test_a_replayed_event_reaches_the_subscriber_as_it_did_live_through_either_path() -> None:
-    """The undecoded path (every route matches everything) and the decoded one (a filter) carry
-    the archived JSON into packs; the subscriber gets the same request as live, but for
+@pytest.mark.parametrize("packing", [False, True])
+def test_a_replayed_event_reaches_the_subscriber_as_it_did_live(packing: bool) -> None:
+    """One event a message (the default) or packs carrying the archived JSON, to a trigger with
+    a filter and to one without: the subscriber gets the same request as live, but for
     ``replayname``."""
     h = Harness(settings=replace(Settings(), cache_ttl_seconds=0.0, replay_settle_seconds=0.0))
     sender = ById({})
@@ -474,10 +477,12 @@ def test_a_replayed_event_reaches_the_subscriber_as_it_did_live_through_either_p
     flush_archive(h)
     _, end = window()
     for trigger in ("all", "some"):  # one replay each: a route with a filter decodes
-        put_replay(h, trigger, start, end, triggers=[trigger])
+        put_replay(h, trigger, start, end, triggers=[trigger], packing=packing)
         assert h.container.replay_runner.run("ns", "default", trigger, 10.0)
     for trigger in ("all", "some"):
-        assert all('"pack":[' in m.body for m in _queued(h, h.queue_of(trigger)))
+        bodies = [m.body for m in _queued(h, h.queue_of(trigger))]
+        assert len(bodies) == (1 if packing else len(sent))
+        assert all(('"pack":[' in body) is packing for body in bodies)
         assert h.deliver_once(trigger).get("batchItemFailures", []) == []
     replayed = sender.sent[len(live) :]
 

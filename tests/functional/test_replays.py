@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from chalicelib.core import names
-from chalicelib.core.clock import utcnow
+from chalicelib.core.clock import rfc3339, utcnow
 from chalicelib.core.cloudevents.sqs_message import (
     PACK_MAX_BYTES,
     PACK_MAX_EVENTS,
@@ -22,16 +22,17 @@ from chalicelib.core.cloudevents.sqs_message import (
 )
 from chalicelib.core.delivery import ordering
 from chalicelib.core.errors import (
+    ConflictError,
     ImmutableFieldError,
     NotFoundError,
     UnavailableError,
     ValidationError,
 )
-from chalicelib.core.resources.replay import REPLAYS, store_name
+from chalicelib.core.resources.replay import MAX_ACTIVE_PER_NAMESPACE, REPLAYS, store_name
 from chalicelib.core.resources.trigger import DELIVERY_ORDER_ANNOTATION
 from chalicelib.ports import HttpResponse
 from chalicelib.services.ingress import Ingress, send_in_batches
-from chalicelib.services.replays import BATCH_EVENTS, ReplayRunner, RunnerOptions
+from chalicelib.services.replay_runner import BATCH_EVENTS, SQS_BATCH, ReplayRunner, RunnerOptions
 from chalicelib.services.resources import Resources
 from chalicelib.services.routing import load_broker_config
 from tests.fakes import MemoryQueues, MemoryStore
@@ -229,44 +230,6 @@ def _runner(
             send_concurrency=concurrency,
         ),
     )
-
-
-def test_the_runner_settles_the_heap_after_a_run_unless_told_not_to(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """After a run the runner freezes the process's long-lived heap out of full collections,
-    once per process (chalicelib/heap.py; tests/unit/test_heap.py runs it in a process of its
-    own); ``freeze_heap`` off (BROKER_FREEZE_HEAP=false), it does not."""
-    from chalicelib.config import Settings
-    from chalicelib.services import replays
-
-    calls: list[int] = []
-    monkeypatch.setattr(replays.heap, "settle", lambda: bool(calls.append(1)))
-    assert Settings.from_env({"BROKER_FREEZE_HEAP": "false"}).freeze_heap is False
-    assert Settings.from_env({}).freeze_heap is True
-    h = _setup({"a": None})
-    start, _ = window()
-    _send(h, 3)
-    flush_archive(h)
-    drain(h, "a")
-    _, end = window()
-    runner = _runner(h, h.store)
-    assert runner._options.freeze_heap is True  # the default
-    # A run that fails does not settle (its exception holds its batches: they would stay).
-    crashing = _CrashingStore(crash_at=1)
-    crashing.__dict__.update(h.store.__dict__)
-    put_replay(h, "r0", start, end)
-    with pytest.raises(RuntimeError, match="killed"):
-        _runner(h, crashing).run("ns", "default", "r0", 10.0)
-    assert calls == []
-    put_replay(h, "r1", start, end)
-    assert runner.run("ns", "default", "r1", 10.0)
-    assert calls == [1]
-    runner._options = replace(runner._options, freeze_heap=False)
-    put_replay(h, "r2", start, end)
-    assert runner.run("ns", "default", "r2", 10.0)
-    assert calls == [1]
-    assert len(drain(h, "a")) >= 6  # both ran (and the failed one's batch, sent)
 
 
 def test_a_crash_mid_way_loses_nothing_and_resends_at_most_one_batch() -> None:
@@ -562,9 +525,13 @@ class _FailingQueues(MemoryQueues):
                 self.in_flight[name] -= 1
 
 
-def test_a_failed_call_among_concurrent_ones_is_not_checkpointed_past_and_is_sent_again() -> None:
+@pytest.mark.parametrize("packing", [False, True])
+def test_a_failed_call_among_concurrent_ones_is_not_checkpointed_past_and_is_sent_again(
+    packing: bool,
+) -> None:
     assert BATCH_EVENTS == 1000  # the replay batch docs/replay.md promises
-    per_call = PACK_MAX_EVENTS * 10  # small events: full packs, ten to a call
+    # One event a message, or small events in full packs: ten messages to a call.
+    per_call = SQS_BATCH * (PACK_MAX_EVENTS if packing else 1)
     h = _setup({"a": None})
     start, _ = window()
     total = 2 * BATCH_EVENTS + 500
@@ -572,7 +539,7 @@ def test_a_failed_call_among_concurrent_ones_is_not_checkpointed_past_and_is_sen
     flush_archive(h)
     drain(h, "a")
     _, end = window()
-    put_replay(h, "r", start, end)
+    put_replay(h, "r", start, end, packing=packing)
     # The second call of the second batch
     queues = _FailingQueues(h.queues, poison=f"e{BATCH_EVENTS + per_call}")
     runner = _runner(h, h.store, batch=BATCH_EVENTS, queues=queues)
@@ -606,7 +573,7 @@ def test_a_fifo_queue_gets_its_calls_one_at_a_time_in_order_beside_a_standard_qu
         headers = {"ce-specversion": "1.0", "ce-id": f"e{i}", "ce-source": "/s", "ce-type": "t"}
         headers["ce-partitionkey"] = f"k{i % 2}"
         headers["content-type"] = "text/plain"
-        # 60 KB: one event to a pack, so that the standard queue gets several calls
+        # 60 KB: the standard queue gets several calls
         assert h.post(headers, b"x" * 60_000).status == 202
     flush_archive(h)
     fifo = names.queue_name(h.settings.queue_prefix, "ns", "default", "o", fifo=True)
@@ -722,7 +689,7 @@ def test_packs_of_text_sqs_refuses_stay_within_their_bound() -> None:
     flush_archive(h)
     drain(h, "a")
     _, end = window()
-    put_replay(h, "r", start, end)
+    put_replay(h, "r", start, end, packing=True)
     assert _runner(h, h.store, batch=100).run("ns", "default", "r", 10.0)
     bodies = [m.body for m in h.queues._q(h.queue_of("a"))["messages"]]
     assert len(bodies) > 1 and all(len(b.encode()) <= PACK_MAX_BYTES for b in bodies)
@@ -740,7 +707,7 @@ def test_a_queue_refusing_one_mib_calls_gets_them_split_and_every_event_once() -
     flush_archive(h)
     drain(h, "a")
     _, end = window()
-    put_replay(h, "r", start, end)
+    put_replay(h, "r", start, end, packing=True)
     h.queues.max_batch_bytes = 256 * 1024
     calls = h.queues.send_calls
     assert h.container.replay_runner.run("ns", "default", "r", 10.0)
@@ -826,3 +793,140 @@ def test_a_range_ending_with_a_full_batch_is_finished_by_that_batchs_checkpoint(
     assert _position(h, "r") == (keys[1], 10, 20)
     assert _condition(_status(h, "r"), "Succeeded")["status"] == "True"
     assert sorted(_ids(drain(h, "a"))) == sorted(f"e{i}" for i in range(20))
+
+
+# ---- packing: an option, off by default ---------------------------------------------------------
+
+
+def test_packing_is_off_by_default_one_event_a_message_ten_to_a_call() -> None:
+    h = _setup({"a": None})
+    start, _ = window()
+    _send(h, 25)
+    flush_archive(h)
+    drain(h, "a")
+    _, end = window()
+    doc = put_replay(h, "plain", start, end)
+    assert "packing" not in doc["spec"]
+    calls = h.queues.send_calls
+    assert h.container.replay_runner.run("ns", "default", "plain", 10.0)
+    assert h.queues.send_calls - calls == 3  # 10 + 10 + 5 messages
+    bodies = drain_bodies(h, "a")
+    assert len(bodies) == 25 and not [b for b in bodies if "pack" in b]
+    assert sorted(b["event"]["id"] for b in bodies) == sorted(f"e{i}" for i in range(25))
+    doc = put_replay(h, "packed", start, end, packing=True)
+    assert doc["spec"]["packing"] is True
+    calls = h.queues.send_calls
+    assert h.container.replay_runner.run("ns", "default", "packed", 10.0)
+    assert h.queues.send_calls - calls == 1
+    (body,) = drain_bodies(h, "a")
+    assert sorted(e["id"] for e in body["pack"]) == sorted(f"e{i}" for i in range(25))
+    assert _status(h, "packed")["progress"]["eventsEnqueued"] == 25
+
+
+def test_spec_packing_is_a_boolean_and_cannot_change() -> None:
+    h = _setup({"a": None})
+    start, end = window()
+    with pytest.raises(ValidationError) as err:
+        put_replay(h, "r", start, end, packing="yes")
+    assert [p.field for p in err.value.problems] == ["spec.packing"]
+    put_replay(h, "r", start, end, packing=False)  # the default, said
+    assert "packing" not in h.container.replays.get("ns", "default", "r")["spec"]
+    put_replay(h, "r", start, end)  # the same spec
+    with pytest.raises(ImmutableFieldError):
+        put_replay(h, "r", start, end, packing=True)
+
+
+# ---- fairness: a quota per namespace, round-robin across namespaces ------------------------------
+
+
+def test_a_namespace_has_at_most_its_quota_of_unfinished_replays() -> None:
+    h = _setup({"a": None})
+    h.broker(ns="other")
+    start, end = window()
+    for i in range(MAX_ACTIVE_PER_NAMESPACE):
+        put_replay(h, f"r{i}", start, end)
+    with pytest.raises(ConflictError, match="unfinished replays"):
+        put_replay(h, "one-more", start, end)
+    put_replay(h, "r0", start, end)  # the same spec again: no new replay, no quota
+    body = {"spec": {"from": rfc3339(start), "to": rfc3339(end)}}
+    h.container.replays.put("other", "default", "theirs", body)  # another namespace's own quota
+    assert h.container.replay_runner.run("ns", "default", "r0", 10.0)  # finished: room again
+    put_replay(h, "one-more", start, end)
+    h.container.replays.delete("ns", "default", "r1")  # cancelled: room again
+    put_replay(h, "and-another", start, end)
+
+
+def test_a_put_beyond_the_quota_is_a_409_problem() -> None:
+    from chalice.test import Client
+
+    from app import app
+    from chalicelib.container import use_container
+
+    h = _setup({"a": None})
+    start, end = window()
+    for i in range(MAX_ACTIVE_PER_NAMESPACE):
+        put_replay(h, f"r{i}", start, end)
+    path = "/apis/eventing.knative.dev/v1/namespaces/ns/brokers/default/replays/one-more"
+    body = json.dumps({"spec": {"from": rfc3339(start), "to": rfc3339(end)}})
+    use_container(h.container)
+    try:
+        with Client(app) as client:
+            headers = {"content-type": "application/json"}
+            r = client.http.put(path, headers=headers, body=body)
+    finally:
+        use_container(None)
+    assert r.status_code == 409 and r.headers["Content-Type"] == "application/problem+json"
+    assert r.json_body["status"] == 409
+    assert f"({MAX_ACTIVE_PER_NAMESPACE})" in r.json_body["detail"]
+
+
+class _SlowQueues(MemoryQueues):
+    """Each SendMessageBatch call takes a virtual second."""
+
+    def __init__(self, inner: MemoryQueues, clock: list[float]) -> None:
+        self.inner, self.clock = inner, clock
+
+    def send_batch(self, name: str, messages: Any) -> list[str]:
+        self.clock[0] += 1.0
+        return self.inner.send_batch(name, messages)
+
+
+def test_replays_run_round_robin_across_namespaces_each_with_a_share_of_the_budget() -> None:
+    """Three replays of one namespace created before one of another: the runner takes one of
+    each namespace in turn, the oldest first within one, and gives each a share of its budget,
+    so that the first namespace's long replays do not take all of it."""
+    h = harness()
+    for ns in ("busy", "quiet"):
+        h.broker(ns=ns)
+        h.trigger("a", ns=ns)
+    start, _ = window()
+    for ns in ("busy", "quiet"):
+        for i in range(30):
+            headers = {"ce-specversion": "1.0", "ce-id": f"e{i}", "ce-source": "/s", "ce-type": "t"}
+            assert h.post(headers, b"", ns=ns).status == 202
+    flush_archive(h)
+    _, end = window()
+    body = {"spec": {"from": rfc3339(start), "to": rfc3339(end)}}
+    base = utcnow()
+    created = [("busy", "r1"), ("busy", "r2"), ("busy", "r3"), ("quiet", "r1")]
+    for i, (ns, name) in enumerate(created):
+        service = h.container.replay_resources
+        service._clock = lambda i=i: base + timedelta(seconds=i)  # type: ignore[misc]
+        h.container.replays.put(ns, "default", name, body)
+    virtual = [0.0]
+    queues = _SlowQueues(h.queues, virtual)
+    runner = _runner(h, h.store, queues=queues)  # batches of 10: 3 calls (seconds) a replay
+    runner._clock = lambda: base + timedelta(minutes=1, seconds=virtual[0])
+    runner._monotonic = lambda: virtual[0]
+    assert runner.run_pending(4.0) == []  # a second each: one batch each, none finished
+    started = {}
+    for ns, name in created:
+        status = h.container.replays.get(ns, "default", name)["status"]
+        assert status["progress"]["eventsRead"] == 10, (ns, name)
+        started[status["startTime"]] = (ns, name)
+    assert [started[t] for t in sorted(started)] == [
+        ("busy", "r1"),
+        ("quiet", "r1"),
+        ("busy", "r2"),
+        ("busy", "r3"),
+    ]

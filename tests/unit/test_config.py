@@ -91,14 +91,3 @@ def test_bootstrap_creates_resources_only_in_local_mode() -> None:
     deployed = Settings.from_env({"BROKER_STAGE": "prod"})
     with pytest.raises(ConfigurationError, match="local-mode resources only"):
         bootstrap(deployed, clients=None)  # type: ignore[arg-type]  # refused before any call
-
-
-def test_replay_sender_processes_are_none_unless_told() -> None:
-    assert Settings.from_env(LOCAL).replay_send_processes == 0
-    assert Settings.from_env({"BROKER_STAGE": "prod"}).replay_send_processes == 0
-    told = {"BROKER_STAGE": "prod", "BROKER_REPLAY_SEND_PROCESSES": "2"}
-    assert Settings.from_env(told).replay_send_processes == 2
-    many = {**LOCAL, "BROKER_REPLAY_SEND_PROCESSES": "99"}
-    assert Settings.from_env(many).replay_send_processes == 8
-    negative = {**LOCAL, "BROKER_REPLAY_SEND_PROCESSES": "-1"}
-    assert Settings.from_env(negative).replay_send_processes == 0

@@ -25,7 +25,6 @@ from chalicelib.core.cloudevents.sqs_message import (
     decode_messages,
     encode_message,
     encode_pack,
-    encode_pack_listed,
     not_before,
     pack_head,
     pack_overhead,
@@ -81,16 +80,6 @@ def test_encode_pack_refuses_an_empty_or_overfull_pack() -> None:
         encode_pack(head, [dumps_compact(_event(i)) for i in range(PACK_MAX_EVENTS + 1)])
     full = encode_pack(head, [dumps_compact(_event(i)) for i in range(PACK_MAX_EVENTS)])
     assert len(decode_messages(full)[0]) == PACK_MAX_EVENTS
-
-
-@given(st.lists(st.text(max_size=8), min_size=1, max_size=5))
-def test_a_pack_from_its_events_listed_is_the_same_pack(values: list[str]) -> None:
-    """``encode_pack_listed`` (the replay's pack of one run, written from the JSON list) gives
-    what ``encode_pack`` gives for the same events, characters SQS refuses included."""
-    head = pack_head("ns", "default", "a", {})
-    texts = [dumps_compact({**_event(i), "x": v}) for i, v in enumerate(values)]
-    listed = "[" + ",".join(texts) + "]"
-    assert encode_pack_listed(head, listed) == encode_pack(head, texts)
 
 
 def test_the_bounds_let_ten_packs_share_one_send_message_batch_call() -> None:

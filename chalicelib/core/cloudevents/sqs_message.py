@@ -271,16 +271,6 @@ def encode_pack(head: str, events: list[str]) -> str:
     return text
 
 
-def encode_pack_listed(head: str, listed: str) -> str:
-    """``encode_pack(head, events)`` where ``listed`` is the JSON list of the events' texts
-    (``"[" + ",".join(events) + "]"``), which the caller keeps within the bounds: the list is
-    not copied apart first."""
-    text = head[:-1] + listed + "}"  # the head ends with the list's "["
-    if not text.isascii() and _NOT_XML_CHAR.search(text) is not None:
-        text = json.dumps(json.loads(text), separators=(",", ":"))
-    return text
-
-
 def sqs_text(text: str) -> str:
     """A compact JSON text as an SQS body may hold it: unchanged, or (when it has a character
     SQS refuses) re-encoded with every non-ASCII character escaped. A packer measures each event

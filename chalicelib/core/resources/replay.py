@@ -7,6 +7,8 @@ and the status from the runner's progress. Pure.
     spec.to:       RFC 3339, exclusive; after ``from``; at most MAX_RANGE after it
     spec.triggers: [trigger names]  default: every trigger of the broker
     spec.filters:  the trigger filter dialects, applied on top of each trigger's own filter
+    spec.packing:  true: a standard queue's events travel many to an SQS message (packs);
+                   default false: one event a message, ten to a SendMessageBatch call
 
 A replay lives under its broker: its store name is ``<broker>/<name>`` (two brokers may each have
 a replay called ``nightly``), and the API shows ``metadata.name`` as the short name.
@@ -34,6 +36,8 @@ EXTENSION = "replayname"  # set on every replayed event: the replay's short name
 MAX_RANGE = timedelta(days=93)  # a quarter; longer ranges are split into several replays
 MAX_TRIGGERS = 100
 MAX_TIME_CHARS = 64
+# Unfinished replays a namespace may have; a new one beyond it is refused (409) until one ends.
+MAX_ACTIVE_PER_NAMESPACE = 10
 
 BROKER_READY = "BrokerReady"
 TRIGGERS_RESOLVED = "TriggersResolved"
@@ -58,6 +62,7 @@ class Replay:
     end: str  # spec.to
     triggers: tuple[str, ...] = ()  # empty: every trigger of the broker
     filters: tuple[Any, ...] = ()  # raw spec.filters, validated
+    packing: bool = False  # spec.packing: many events to an SQS message (docs/replay.md, Packs)
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
 
@@ -125,7 +130,7 @@ def parse_replay(namespace: str, body: object, path_name: str) -> Replay:
         )
     labels = string_map(metadata.get("labels"), "metadata.labels", problems)
     annotations = string_map(metadata.get("annotations"), "metadata.annotations", problems)
-    unknown_fields(spec, ("from", "to", "triggers", "filters"), "spec", problems)
+    unknown_fields(spec, ("from", "to", "triggers", "filters", "packing"), "spec", problems)
     start = _time(spec.get("from"), "spec.from", problems)
     end = _time(spec.get("to"), "spec.to", problems)
     if start is not None and end is not None:
@@ -146,6 +151,9 @@ def parse_replay(namespace: str, body: object, path_name: str) -> Replay:
         problems += validate_filters(None, raw_filters, path="spec")
         if isinstance(raw_filters, list):
             filters = tuple(raw_filters)
+    packing = spec.get("packing", False)
+    if not isinstance(packing, bool):
+        problems.append(Problem("spec.packing", "must be true or false"))
     if problems:
         raise ValidationError(problems)
     assert start is not None and end is not None
@@ -160,6 +168,7 @@ def parse_replay(namespace: str, body: object, path_name: str) -> Replay:
         end=rfc3339(end),
         triggers=triggers,
         filters=filters,
+        packing=packing is True,
         labels=labels,
         annotations=annotations,
     )
@@ -193,6 +202,8 @@ def replay_spec_json(replay: Replay) -> dict[str, Any]:
         spec["triggers"] = list(replay.triggers)
     if replay.filters:
         spec["filters"] = list(replay.filters)
+    if replay.packing:
+        spec["packing"] = True
     return spec
 
 
@@ -309,3 +320,24 @@ def progress_json(state: Mapping[str, Any]) -> dict[str, Any]:
 
 def is_finished(state: Mapping[str, Any]) -> bool:
     return state.get("phase") in (SUCCEEDED_PHASE, FAILED)
+
+
+def run_order(unfinished: list[tuple[Replay, Mapping[str, Any]]]) -> list[Replay]:
+    """The order a runner takes unfinished replays in (with their stored state): round-robin
+    across namespaces (one of each, then a second of each, ...), the oldest first within a
+    namespace. The namespace served least recently (its latest ``ran_at``; never: first) leads,
+    so that a runner whose budget ends before the last replay starts there next time."""
+    queues: dict[str, list[Replay]] = {}
+    served: dict[str, str] = {}
+    for replay, state in sorted(
+        unfinished, key=lambda item: (item[0].creation_timestamp, item[0].name)
+    ):
+        queues.setdefault(replay.namespace, []).append(replay)
+        served[replay.namespace] = max(
+            served.get(replay.namespace, ""), str(state.get("ran_at", ""))
+        )
+    namespaces = sorted(queues, key=lambda ns: (served[ns], ns))
+    order: list[Replay] = []
+    for turn in range(max((len(q) for q in queues.values()), default=0)):
+        order.extend(queues[ns][turn] for ns in namespaces if turn < len(queues[ns]))
+    return order
