@@ -190,7 +190,6 @@ class Container:
             rate_limiter=self.rate_limiter,
             # a third of the function's time at most waiting for tokens (docs/flow-control.md)
             rate_hold=max(10.0, self.settings.delivery_function_timeout_seconds / 3),
-            in_flight=self.settings.delivery_in_flight,
         )
 
     @cached_property
