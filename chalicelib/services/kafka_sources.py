@@ -22,6 +22,7 @@ from chalicelib.core.errors import (
 from chalicelib.core.reconcile import RETENTION_SECONDS
 from chalicelib.core.resources import kafka_source as ks
 from chalicelib.core.resources.broker import Broker, ingress_url
+from chalicelib.core.resources.kafka_source_status import kafka_source_status
 from chalicelib.ports import Queues, ReceivedMessage
 from chalicelib.services.provisioner import Provisioner
 from chalicelib.services.resources import Hooks, Resources, Stored
@@ -90,7 +91,7 @@ class KafkaSourceHooks(Hooks[ks.KafkaSource]):
     ) -> dict[str, Any]:
         source = stored.resource
         problems = [m.problem for m in mappings if m.enabled and m.problem]
-        return ks.kafka_source_status(
+        return kafka_source_status(
             source,
             broker_exists=self._broker_exists(source),
             sink_uri=ingress_url(self._public_url, source.namespace, source.sink_broker),

@@ -1,6 +1,8 @@
 """KafkaSource: a Knative-shaped resource that reads one Kafka topic into a broker through a Lambda
 event source mapping (DESIGN.md §10). Parsing with defaults (every problem reported at once),
-admission, JSON shapes, status, the mapping it needs, and the plan that provisions it. Pure.
+admission, JSON shapes and the mapping it needs (``kafka_net`` parses ``spec.net``,
+``kafka_mapping`` holds the mapping's shape and the plan, ``kafka_source_status`` the status).
+Pure.
 
     spec.bootstrapServers: ["host:port", ...]  (self-managed Kafka)  | spec.mskClusterArn
     spec.topics:           [topic]            one: a Lambda mapping reads one topic
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -35,10 +37,24 @@ from chalicelib.core.names import (
     quote,
 )
 from chalicelib.core.resources import meta
-from chalicelib.core.resources.conditions import Condition, ConditionSet
 from chalicelib.core.resources.fields import json_object as _object
 from chalicelib.core.resources.fields import string_map as _strings_map
 from chalicelib.core.resources.fields import unknown_fields as _unknown
+
+# The mapping's shape and plan, and the net settings, are named from here too
+# (``ks.plan_mappings``), as they were before they had modules of their own.
+from chalicelib.core.resources.kafka_mapping import DEFAULT_BATCH_SIZE as DEFAULT_BATCH_SIZE
+from chalicelib.core.resources.kafka_mapping import CreateKafkaMapping as CreateKafkaMapping
+from chalicelib.core.resources.kafka_mapping import DeleteKafkaMapping as DeleteKafkaMapping
+from chalicelib.core.resources.kafka_mapping import KafkaAction as KafkaAction
+from chalicelib.core.resources.kafka_mapping import KafkaMappingInfo as KafkaMappingInfo
+from chalicelib.core.resources.kafka_mapping import KafkaMappingSpec as KafkaMappingSpec
+from chalicelib.core.resources.kafka_mapping import UpdateKafkaMapping as UpdateKafkaMapping
+from chalicelib.core.resources.kafka_mapping import plan_mappings as plan_mappings
+from chalicelib.core.resources.kafka_mapping import servers_cluster_id as servers_cluster_id
+from chalicelib.core.resources.kafka_net import Sasl as Sasl
+from chalicelib.core.resources.kafka_net import Tls as Tls
+from chalicelib.core.resources.kafka_net import access_configurations, parse_net
 from chalicelib.core.resources.kind import ResourceKind
 
 API_VERSION = "sources.knative.dev/v1"
@@ -46,42 +62,15 @@ KIND = "KafkaSource"
 BROKER_API_VERSION = "eventing.knative.dev/v1"
 INITIAL_OFFSETS = {"earliest": "TRIM_HORIZON", "latest": "LATEST"}
 DEFAULT_INITIAL_OFFSET = "latest"  # Knative's default
-DEFAULT_BATCH_SIZE = 100
 MAX_BATCH_SIZE = 10_000
-SASL_TYPES = {
-    "PLAIN": "BASIC_AUTH",
-    "SCRAM-SHA-256": "SASL_SCRAM_256_AUTH",
-    "SCRAM-SHA-512": "SASL_SCRAM_512_AUTH",
-}
-MSK_SASL_TYPES = ("SCRAM-SHA-512",)  # MSK: SCRAM-512 or IAM (no access configuration)
-CLIENT_CERTIFICATE = "CLIENT_CERTIFICATE_TLS_AUTH"
-SERVER_ROOT_CA = "SERVER_ROOT_CA_CERTIFICATE"
 FAILURE_QUEUE_SUFFIX = "-kafka-failures"  # not a trigger queue's shape: the trigger plan leaves it
 
-SINK_PROVIDED = "SinkProvided"
-DEPLOYED = "Deployed"
-KAFKA_SOURCE_CONDITIONS = ConditionSet((SINK_PROVIDED, DEPLOYED))
 
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _GROUP = re.compile(r"^[A-Za-z0-9/*:_+=.@-]{1,200}$")  # Lambda's ConsumerGroupId
 _HOST_PORT = re.compile(r"^(?P<host>[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]):(?P<port>[0-9]{1,5})$")
 _MSK_ARN = re.compile(r"^arn:aws[a-z-]*:kafka:[a-z0-9-]+:[0-9]{12}:cluster/[A-Za-z0-9-]+/[\w-]+$")
-_SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[\w/+=.@-]+$")
-_SUBNET = re.compile(r"^subnet-[0-9a-f]{8,17}$")
-_SECURITY_GROUP = re.compile(r"^sg-[0-9a-f]{8,17}$")
 _HASH_LENGTH = 16
-
-
-@dataclass(frozen=True, slots=True)
-class Sasl:
-    type: str  # a key of SASL_TYPES
-    secret_arn: str
-
-
-@dataclass(frozen=True, slots=True)
-class Tls:
-    ca_cert_secret_arn: str | None = None
-    cert_secret_arn: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,11 +101,6 @@ class KafkaSource:
     @property
     def cluster_id(self) -> str:
         return self.msk_cluster_arn or servers_cluster_id(self.bootstrap_servers)
-
-
-def servers_cluster_id(servers: Iterable[str]) -> str:
-    """A self-managed cluster's identity: its bootstrap servers, order and case ignored."""
-    return "kafka://" + ",".join(sorted({s.strip().lower() for s in servers if s.strip()}))
 
 
 def event_cluster_id(event: Mapping[str, Any]) -> str:
@@ -180,7 +164,7 @@ def parse_kafka_source(namespace: str, body: object, *, path_name: str | None) -
         problems.append(
             Problem("spec.batchSize", f"must be a whole number from 1 to {MAX_BATCH_SIZE}")
         )
-    sasl, tls, subnets, groups = _net(spec.get("net"), cluster_arn is not None, problems)
+    sasl, tls, subnets, groups = parse_net(spec.get("net"), cluster_arn is not None, problems)
     broker = _sink(spec.get("sink"), namespace, problems)
     if problems:
         raise ValidationError(problems)
@@ -268,87 +252,6 @@ def _topics(raw: object, problems: list[Problem]) -> tuple[str, ...]:
         )
         return ()
     return (topic,)
-
-
-def _net(
-    raw: object, msk: bool, problems: list[Problem]
-) -> tuple[Sasl | None, Tls | None, tuple[str, ...], tuple[str, ...]]:
-    net = _object(raw, "spec.net", problems)
-    _unknown(net, ("sasl", "tls", "vpc"), "spec.net", problems)
-    sasl: Sasl | None = None
-    raw_sasl = _object(net.get("sasl"), "spec.net.sasl", problems)
-    _unknown(raw_sasl, ("enable", "type", "secretArn"), "spec.net.sasl", problems)
-    if _enabled(raw_sasl, "spec.net.sasl", problems):
-        allowed = MSK_SASL_TYPES if msk else tuple(SASL_TYPES)
-        kind = raw_sasl.get("type")
-        if kind not in allowed:
-            problems.append(
-                Problem(
-                    "spec.net.sasl.type",
-                    f"must be one of {', '.join(allowed)}"
-                    + (" for MSK (IAM needs no setting)" if msk else "")
-                    + f", got {quote(kind)}",
-                )
-            )
-        secret = _secret(raw_sasl.get("secretArn"), "spec.net.sasl.secretArn", problems, True)
-        if kind in allowed and secret is not None:
-            sasl = Sasl(str(kind), secret)
-    tls: Tls | None = None
-    raw_tls = _object(net.get("tls"), "spec.net.tls", problems)
-    _unknown(raw_tls, ("enable", "caCertSecretArn", "certSecretArn"), "spec.net.tls", problems)
-    if _enabled(raw_tls, "spec.net.tls", problems):
-        ca = _secret(raw_tls.get("caCertSecretArn"), "spec.net.tls.caCertSecretArn", problems)
-        if ca is not None and msk:
-            problems.append(
-                Problem("spec.net.tls.caCertSecretArn", "MSK brokers use a CA Lambda trusts")
-            )
-        cert = _secret(raw_tls.get("certSecretArn"), "spec.net.tls.certSecretArn", problems)
-        tls = Tls(ca, cert)
-    raw_vpc = _object(net.get("vpc"), "spec.net.vpc", problems)
-    _unknown(raw_vpc, ("subnets", "securityGroups"), "spec.net.vpc", problems)
-    subnets = _ids(raw_vpc.get("subnets"), _SUBNET, "spec.net.vpc.subnets", problems)
-    groups = _ids(raw_vpc.get("securityGroups"), _SECURITY_GROUP, "spec.net.vpc.securityGroups",
-                  problems)  # fmt: skip
-    if raw_vpc and msk:
-        problems.append(Problem("spec.net.vpc", "MSK mappings take the cluster's own network"))
-    elif bool(subnets) != bool(groups):
-        problems.append(Problem("spec.net.vpc", "give both subnets and securityGroups"))
-    return sasl, tls, subnets, groups
-
-
-def _enabled(raw: Mapping[str, Any], path: str, problems: list[Problem]) -> bool:
-    enable = raw.get("enable", bool(raw))
-    if not isinstance(enable, bool):
-        problems.append(Problem(f"{path}.enable", "must be true or false"))
-        return False
-    return enable
-
-
-def _secret(
-    value: object, path: str, problems: list[Problem], required: bool = False
-) -> str | None:
-    if value is None:
-        if required:
-            problems.append(Problem(path, "is required: the Secrets Manager ARN of the secret"))
-        return None
-    if not isinstance(value, str) or not _SECRET_ARN.match(value):
-        problems.append(Problem(path, f"{quote(value)} is not a Secrets Manager secret ARN"))
-        return None
-    return value
-
-
-def _ids(
-    raw: object, pattern: re.Pattern[str], path: str, problems: list[Problem]
-) -> tuple[str, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        problems.append(Problem(path, "must be a list"))
-        return ()
-    bad = [v for v in raw if not isinstance(v, str) or not pattern.match(v)]
-    for value in bad:
-        problems.append(Problem(path, f"{quote(value)} is not a valid id"))
-    return () if bad else tuple(sorted(set(raw)))
 
 
 def _sink(raw: object, namespace: str, problems: list[Problem]) -> str:
@@ -494,111 +397,7 @@ KAFKA_SOURCES: ResourceKind[KafkaSource] = ResourceKind(
 )
 
 
-# --- status --------------------------------------------------------------------------------------
-
-
-def kafka_source_status(
-    source: KafkaSource,
-    *,
-    broker_exists: bool,
-    sink_uri: str,
-    deployed: bool | None,
-    message: str,
-    failure_queue: str,
-    now: datetime,
-    previous: Mapping[str, Any] | None = None,
-    connection_problem: str | None = None,
-) -> dict[str, Any]:
-    """``deployed``: whether the failure queue and the mapping exist as planned (None: not yet);
-    ``connection_problem``: what Lambda's poller reports when it cannot read the cluster."""
-    before = [
-        Condition.from_json(c)
-        for c in (previous or {}).get("conditions") or []
-        if isinstance(c, Mapping) and "type" in c and "status" in c
-    ]
-    manager = KAFKA_SOURCE_CONDITIONS.manage(before, now)
-    if broker_exists:
-        manager.mark_true(SINK_PROVIDED)
-    else:
-        manager.mark_false(
-            SINK_PROVIDED,
-            "BrokerDoesNotExist",
-            f'Broker "{source.sink_broker}" does not exist; the mapping stays disabled until '
-            "it does.",
-        )
-    if deployed is None:
-        manager.mark_unknown(DEPLOYED, "Provisioning", message or "The mapping is being created.")
-    elif not deployed:
-        manager.mark_false(
-            DEPLOYED, "DependencyNotReady", message or "The mapping or failure queue is missing."
-        )
-    elif connection_problem:
-        manager.mark_false(
-            DEPLOYED,
-            "ClusterUnreachable",
-            f"The mapping exists but cannot read the cluster: {connection_problem}",
-        )
-    else:
-        manager.mark_true(DEPLOYED)
-    status: dict[str, Any] = {
-        "observedGeneration": source.generation,
-        "conditions": manager.to_json(),
-        "consumerGroup": source.consumer_group,
-        "failureDestination": {"queue": failure_queue},
-    }
-    if broker_exists:
-        status["sinkUri"] = sink_uri
-    return status
-
-
-# --- the mapping it needs, and the plan ----------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class KafkaMappingSpec:
-    """A Kafka event source mapping as Lambda describes it: what the control plane wants, and
-    what the adapter reads back, so the two compare with ``==``."""
-
-    function_name: str
-    topic: str
-    consumer_group: str
-    starting_position: str  # TRIM_HORIZON | LATEST
-    bootstrap_servers: tuple[str, ...] = ()  # self-managed Kafka
-    cluster_arn: str | None = None  # MSK
-    batch_size: int = DEFAULT_BATCH_SIZE
-    access: tuple[tuple[str, str], ...] = ()  # SourceAccessConfigurations (Type, URI), sorted
-    on_failure: str | None = None  # DestinationConfig.OnFailure.Destination (an SQS queue ARN)
-
-    @property
-    def cluster_id(self) -> str:
-        return self.cluster_arn or servers_cluster_id(self.bootstrap_servers)
-
-    @property
-    def identity(self) -> tuple[str, str, str, str]:
-        """What Lambda cannot update on a mapping."""
-        return (self.cluster_id, self.topic, self.consumer_group, self.starting_position)
-
-
-@dataclass(frozen=True, slots=True)
-class KafkaMappingInfo:
-    uuid: str
-    spec: KafkaMappingSpec
-    enabled: bool
-    # Lambda's LastProcessingResult when it starts with "PROBLEM" (the poller cannot connect,
-    # authenticate or read): shown in the source's status, not part of the plan.
-    problem: str | None = field(default=None, compare=False)
-
-
 def desired_mapping(source: KafkaSource, function_name: str, failure_arn: str) -> KafkaMappingSpec:
-    access: list[tuple[str, str]] = []
-    if source.sasl is not None:
-        access.append((SASL_TYPES[source.sasl.type], source.sasl.secret_arn))
-    if source.tls is not None and source.tls.cert_secret_arn:
-        access.append((CLIENT_CERTIFICATE, source.tls.cert_secret_arn))
-    if source.tls is not None and source.tls.ca_cert_secret_arn:
-        access.append((SERVER_ROOT_CA, source.tls.ca_cert_secret_arn))
-    access += [("VPC_SUBNET", f"subnet:{s}") for s in source.subnets]
-    access += [("VPC_SECURITY_GROUP", f"security_group:{g}") for g in source.security_groups]
     return KafkaMappingSpec(
         function_name=function_name,
         topic=source.topic,
@@ -607,66 +406,11 @@ def desired_mapping(source: KafkaSource, function_name: str, failure_arn: str) -
         bootstrap_servers=tuple(source.bootstrap_servers),
         cluster_arn=source.msk_cluster_arn,
         batch_size=source.batch_size,
-        access=tuple(sorted(access)),
+        access=access_configurations(
+            source.sasl, source.tls, source.subnets, source.security_groups
+        ),
         on_failure=failure_arn,
     )
-
-
-@dataclass(frozen=True, slots=True)
-class CreateKafkaMapping:
-    spec: KafkaMappingSpec
-    enabled: bool
-
-    def describe(self) -> str:
-        spec = self.spec
-        return f"create mapping {spec.topic} ({spec.consumer_group}) → {spec.function_name}"
-
-
-@dataclass(frozen=True, slots=True)
-class UpdateKafkaMapping:
-    uuid: str
-    spec: KafkaMappingSpec
-    enabled: bool
-
-    def describe(self) -> str:
-        state = "enabled" if self.enabled else "disabled"
-        return f"update mapping {self.uuid} of {self.spec.topic} ({state})"
-
-
-@dataclass(frozen=True, slots=True)
-class DeleteKafkaMapping:
-    uuid: str
-    topic: str = ""
-
-    def describe(self) -> str:
-        return f"delete mapping {self.uuid} of {self.topic}"
-
-
-KafkaAction = CreateKafkaMapping | UpdateKafkaMapping | DeleteKafkaMapping
-
-
-def plan_mappings(
-    desired: KafkaMappingSpec | None, enabled: bool, found: Sequence[KafkaMappingInfo]
-) -> list[KafkaAction]:
-    """The actions that leave exactly one mapping like ``desired`` (in state ``enabled``) among
-    ``found`` (the mappings of this source's cluster and topic), or none when ``desired`` is None.
-    Lambda updates batch size, access and destination in place; the rest needs a new mapping.
-    Deletions come first: Lambda allows one mapping per consumer group."""
-    if desired is None:
-        return [DeleteKafkaMapping(m.uuid, m.spec.topic) for m in found]
-    same = sorted(
-        (m for m in found if m.spec.identity == desired.identity),
-        key=lambda m: (m.spec != desired, m.enabled != enabled, m.uuid),
-    )
-    keeper = same[0] if same else None
-    actions: list[KafkaAction] = [
-        DeleteKafkaMapping(m.uuid, m.spec.topic) for m in found if m is not keeper
-    ]
-    if keeper is None:
-        actions.append(CreateKafkaMapping(desired, enabled))
-    elif keeper.spec != desired or keeper.enabled != enabled:
-        actions.append(UpdateKafkaMapping(keeper.uuid, desired, enabled))
-    return actions
 
 
 # --- the failure destination's record ------------------------------------------------------------
