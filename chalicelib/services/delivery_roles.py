@@ -12,7 +12,7 @@ from chalicelib.core.delivery.policy import dead_letter_extensions
 from chalicelib.core.errors import UnavailableError, ValidationError
 from chalicelib.core.resources.event_transform import address_path
 from chalicelib.core.transforms import apply as apply_transform
-from chalicelib.services.delivery import (
+from chalicelib.services.delivery_jobs import (
     KEEP_SECONDS,
     DeliveryParts,
     Job,
@@ -88,7 +88,8 @@ class Subscribers:
         assert event is not None and answer is not None
         route = job.destination.route
         target = job.destination.target
-        if not target and route.transform_ref is not None:  # a transform without a sink
+        if route.transform_ref is not None and (not target or job.transform_failed):
+            # a transform without a sink, or a transform that failed: the transform's address
             target = address_path(route.namespace, route.transform_ref)
         extensions = dead_letter_extensions(target, answer.status, answer.detail)
         body = self._parts.claims.message_body(

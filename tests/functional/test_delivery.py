@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import base64
 import json
-import math
 import threading
 import time
 from dataclasses import replace
 
 import pytest
 
-from chalicelib.core.delivery.pacing import Pacer
 from chalicelib.ports import HttpResponse
 from chalicelib.services.delivery import Delivery
 from chalicelib.services.delivery_roles import Subscribers
@@ -225,7 +223,7 @@ def test_deleted_trigger_drops_its_pending_events() -> None:
     assert received  # they were in flight; delivery drops them on purpose (Knative allows it)
 
 
-# ---- deliveries in flight (core/delivery/pacing.py) ----------------------------------------------
+# ---- deliveries in flight (DeliveryParts.in_flight) ---------------------------------------------
 
 
 class InFlight:
@@ -260,26 +258,18 @@ class InFlight:
                 self._now -= 1
 
 
-def paced(h: Harness, sender: InFlight, pacer: Pacer) -> None:
+def in_flight(h: Harness, sender: InFlight, lanes: int) -> None:
+    """Deliver through ``sender`` with ``lanes`` requests in flight at most."""
     c = h.container
     c.sender = sender  # type: ignore[misc]
-    parts = replace(c.delivery_parts, sender=sender)
-    c.delivery = Delivery(parts, Subscribers(parts, c.ingress), pacer=pacer)  # type: ignore[misc]
+    parts = replace(c.delivery_parts, sender=sender, in_flight=lanes)
+    c.delivery = Delivery(parts, Subscribers(parts, c.ingress))  # type: ignore[misc]
 
 
-def primed(h: Harness, lanes: int, jobs: int) -> Pacer:
-    """A pacer that has already seen the trigger's queue and runs a batch of ``jobs`` in
-    ``lanes`` lanes, with no probes."""
-    pacer = Pacer(10, time.monotonic, probe_interval=math.inf)
-    pacer.observe(h.queue_of("tr"), elapsed=float(lanes), cpu=1.0)  # wait = (lanes - 1) x cpu
-    assert pacer.concurrency(h.queue_of("tr"), jobs) == lanes
-    return pacer
-
-
-def test_a_batch_runs_in_as_many_lanes_as_the_pacer_says() -> None:
+def test_a_batch_runs_with_as_many_requests_in_flight_as_configured() -> None:
     h = setup(OK)
     sender = InFlight(gate=3)
-    paced(h, sender, primed(h, 3, 9))
+    in_flight(h, sender, 3)
     for i in range(9):
         h.send(id_=str(i))
     answer = h.deliver_once("tr")
@@ -291,7 +281,7 @@ def test_a_batch_runs_in_as_many_lanes_as_the_pacer_says() -> None:
 def test_failures_in_lanes_are_reported_for_their_own_records() -> None:
     h = setup(OK)
     sender = InFlight(failing=frozenset({"2", "5"}))
-    paced(h, sender, primed(h, 4, 10))
+    in_flight(h, sender, 4)
     for i in range(10):
         h.send(id_=str(i))
     answer = h.deliver_once("tr")
@@ -301,25 +291,28 @@ def test_failures_in_lanes_are_reported_for_their_own_records() -> None:
     assert h.queues.depth(h.queue_of("tr")) == 2  # only the failed two stay, invisible for now
 
 
-def test_a_fast_subscriber_gets_one_delivery_at_a_time() -> None:
+def test_one_in_flight_delivers_one_at_a_time_in_queue_order() -> None:
     h = setup(OK)
     sender = InFlight()
-    paced(h, sender, primed(h, 1, 10))
+    in_flight(h, sender, 1)
     for i in range(10):
         h.send(id_=str(i))
     assert h.deliver_once("tr")["batchItemFailures"] == []
     assert sender.most == 1 and sender.ids == [str(i) for i in range(10)]  # in queue order
 
 
-def test_a_slow_subscriber_is_found_by_the_first_probe_and_served_concurrently() -> None:
+def test_the_default_sends_a_whole_batch_at_once() -> None:
     h = setup(OK)
-    sender = InFlight(delay=0.05)  # 50 ms of waiting against well under 1 ms of our CPU
-    paced(h, sender, Pacer(10, time.monotonic))
+    assert h.container.delivery_parts.in_flight == 10
+    sender = InFlight(gate=10)  # each post waits until all ten are in flight
+    c = h.container
+    c.sender = sender  # type: ignore[misc]
+    parts = replace(c.delivery_parts, sender=sender)
+    c.delivery = Delivery(parts, Subscribers(parts, c.ingress))  # type: ignore[misc]
     for i in range(10):
         h.send(id_=str(i))
     assert h.deliver_once("tr")["batchItemFailures"] == []
-    # The first delivery runs alone (the probe), then the other nine overlap.
-    assert sender.ids[0] == "0" and sender.most >= 5
+    assert sender.most == 10
 
 
 def test_claim_checks_are_read_when_sending_and_a_lost_one_fails_only_its_record() -> None:
@@ -338,31 +331,3 @@ def test_claim_checks_are_read_when_sending_and_a_lost_one_fails_only_its_record
     kept = "big-2" if lost_id == "big-1" else "big-1"
     assert delivered == {"small": b"s", kept: big}
     assert h.queues.depth(h.queue_of("tr")) == 1  # the lost one stays for SQS to redeliver
-
-
-class SlowsDown(InFlight):
-    """Instant for the first ``fast`` posts, then ``delay`` seconds each."""
-
-    def __init__(self, fast: int, delay: float) -> None:
-        super().__init__()
-        self._fast, self._slow_delay, self._count = fast, delay, 0
-
-    def post(self, url: str, headers: dict[str, str], body: bytes, timeout: float) -> HttpResponse:
-        with self._lock:
-            self._count += 1
-            self._delay = 0.0 if self._count <= self._fast else self._slow_delay
-        return super().post(url, headers, body, timeout)
-
-
-def test_a_subscriber_that_slows_down_ends_the_serial_stretch_mid_batch() -> None:
-    h = setup(OK)
-    sender = SlowsDown(fast=2, delay=0.05)
-    pacer = Pacer(10, time.monotonic, probe_interval=math.inf)
-    pacer.observe(h.queue_of("tr"), elapsed=10 * 0.0003, cpu=10 * 0.00025, count=10)
-    paced(h, sender, pacer)
-    for i in range(10):
-        h.send(id_=str(i))
-    assert h.deliver_once("tr")["batchItemFailures"] == []
-    # 0 and 1 answer at once, 2 takes 50 ms: serially so far; the other seven overlap.
-    assert sender.ids[:3] == ["0", "1", "2"] and sender.most >= 4
-    assert pacer.concurrency(h.queue_of("tr")) > 1

@@ -1,1 +1,1 @@
-"""Delivery policy as data: what an answer means, backoff, pacing."""
+"""Delivery policy as data: what an answer means, backoff, outcomes."""
