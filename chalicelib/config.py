@@ -79,9 +79,6 @@ class Settings:
     kafka_security_protocol: str = "PLAINTEXT"
     kafka_sasl_mechanism: str | None = None
     kafka_secret_arn: str | None = None
-    # Local mode with a local Kafka: the bootstrap address that serves MSK clusters (the control
-    # plane commits a KafkaSource's initial offsets there, as the local poller reads there).
-    kafka_msk_bootstrap: str | None = None
     # Archive records gathered across requests for this long before one write (services/
     # archiver.py); 0, the default for deployed functions: written before the function answers.
     archive_batch_seconds: float = 0.0
