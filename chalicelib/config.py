@@ -160,7 +160,6 @@ class Settings:
             kafka_security_protocol=get("BROKER_KAFKA_SECURITY_PROTOCOL", "PLAINTEXT").upper(),
             kafka_sasl_mechanism=env.get("BROKER_KAFKA_SASL_MECHANISM") or None,
             kafka_secret_arn=env.get("BROKER_KAFKA_SECRET_ARN") or None,
-            kafka_msk_bootstrap=env.get("BROKER_KAFKA_MSK_BOOTSTRAP") or None,
             max_concurrency=min(1000, max(2, int(number("BROKER_MAX_CONCURRENCY", "5", int)))),
             archive_batch_seconds=max(
                 0.0, float(number("BROKER_ARCHIVE_BATCH_SECONDS", "0", float))
