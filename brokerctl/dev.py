@@ -211,7 +211,7 @@ class LocalRuntime:
             embedded = EmbeddedAws(opts.host, opts.aws_port)
             try:
                 endpoint = embedded.start()
-            except OSError as exc:
+            except (OSError, RuntimeError) as exc:  # in use, not started, or another moto
                 print(f"error: {exc}", file=sys.stderr)
                 return 2
             self._stack.append(embedded.stop)
@@ -223,6 +223,8 @@ class LocalRuntime:
         if opts.kafka and kafka_bootstrap is None:
             self.stop()
             return 2
+        if kafka_bootstrap is not None:  # MSK clusters are the local Kafka (kafka_local.py)
+            os.environ["BROKER_KAFKA_MSK_BOOTSTRAP"] = kafka_bootstrap
 
         # Imported only now: the app reads its settings from the environment configured above.
         import app as chalice_app

@@ -79,6 +79,9 @@ class Settings:
     kafka_security_protocol: str = "PLAINTEXT"
     kafka_sasl_mechanism: str | None = None
     kafka_secret_arn: str | None = None
+    # Local mode with a local Kafka: the bootstrap address that serves MSK clusters (the control
+    # plane commits a KafkaSource's initial offsets there, as the local poller reads there).
+    kafka_msk_bootstrap: str | None = None
     # Archive records gathered across requests for this long before one write (services/
     # archiver.py); 0, the default for deployed functions: written before the function answers.
     archive_batch_seconds: float = 0.0
@@ -160,6 +163,7 @@ class Settings:
             kafka_security_protocol=get("BROKER_KAFKA_SECURITY_PROTOCOL", "PLAINTEXT").upper(),
             kafka_sasl_mechanism=env.get("BROKER_KAFKA_SASL_MECHANISM") or None,
             kafka_secret_arn=env.get("BROKER_KAFKA_SECRET_ARN") or None,
+            kafka_msk_bootstrap=env.get("BROKER_KAFKA_MSK_BOOTSTRAP") or None,
             max_concurrency=min(1000, max(2, int(number("BROKER_MAX_CONCURRENCY", "5", int)))),
             archive_batch_seconds=max(
                 0.0, float(number("BROKER_ARCHIVE_BATCH_SECONDS", "0", float))

@@ -22,6 +22,7 @@ from chalicelib.ports import (
     BlobListing,
     Blobs,
     HttpSender,
+    KafkaOffsets,
     KafkaPublisher,
     Mappings,
     Queues,
@@ -340,7 +341,22 @@ class Container:
     def kafka_source_hooks(self) -> KafkaSourceHooks:
         sources = Resources(self.store, KAFKA_SOURCES)
         return KafkaSourceHooks(
-            sources, self.control_plane.brokers, self.provisioner, self.queues, self.settings
+            sources,
+            self.control_plane.brokers,
+            self.provisioner,
+            self.queues,
+            self.kafka_offsets,
+            self.settings,
+        )
+
+    @cached_property
+    def kafka_offsets(self) -> KafkaOffsets:
+        from chalicelib.adapters.kafka_offsets import AdminKafkaOffsets
+
+        return AdminKafkaOffsets(
+            self.clients,
+            local_mode=self.settings.local_mode,
+            msk_bootstrap=self.settings.kafka_msk_bootstrap,
         )
 
     @cached_property

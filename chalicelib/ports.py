@@ -10,7 +10,7 @@ from typing import Any, NamedTuple, Protocol
 
 from chalicelib.core.cloudevents.kafka_binding import KafkaRecord
 from chalicelib.core.delivery.rate import Grant
-from chalicelib.core.resources.kafka_source import KafkaMappingInfo, KafkaMappingSpec
+from chalicelib.core.resources.kafka_source import KafkaMappingInfo, KafkaMappingSpec, KafkaSource
 
 
 @dataclass(frozen=True)
@@ -222,6 +222,17 @@ class PublishResult:
     ok: bool
     error: str | None = None
     elapsed_ms: float = 0.0
+
+
+class KafkaOffsets(Protocol):
+    """A KafkaSource's consumer group offsets, initialised before the source is Ready (as
+    Knative's KafkaSource does): the group's consumers, Lambda's included, resume from them."""
+
+    def initialize(self, source: KafkaSource) -> int:
+        """Commit the log-end offset of each partition of the source's topic that its consumer
+        group has no committed offset for; how many were committed. UnavailableError when the
+        cluster cannot be reached, the topic does not exist, or the group refuses the commit."""
+        ...
 
 
 class KafkaPublisher(Protocol):

@@ -1,7 +1,13 @@
 """KafkaSources (DESIGN.md §10), served by the generic resource service: each source gets an SQS
 failure queue (its invalid records, and Lambda's records of discarded batches) and one Lambda
 event source mapping from its topic to the ``kafka_ingress`` function, enabled while its broker
-exists, planned by ``kafka_source.plan_mappings``."""
+exists, planned by ``kafka_source.plan_mappings``.
+
+With ``initialOffset: latest`` the consumer group's offsets are committed at the log end before
+the mapping is created (as Knative's KafkaSource does before it reports Ready): Lambda resumes a
+group from its committed offsets, so a record produced once the source is Ready is read however
+late the poller joins. Until they are committed the source has no mapping and is not Ready; the
+reconciler tries again."""
 
 from __future__ import annotations
 
@@ -23,7 +29,7 @@ from chalicelib.core.reconcile import RETENTION_SECONDS
 from chalicelib.core.resources import kafka_source as ks
 from chalicelib.core.resources.broker import Broker, ingress_url
 from chalicelib.core.resources.kafka_source_status import kafka_source_status
-from chalicelib.ports import Queues, ReceivedMessage
+from chalicelib.ports import KafkaOffsets, Queues, ReceivedMessage
 from chalicelib.services.provisioner import Provisioner
 from chalicelib.services.resources import Hooks, Resources, Stored
 
@@ -44,6 +50,7 @@ class KafkaSourceHooks(Hooks[ks.KafkaSource]):
         brokers: Resources[Broker],
         provisioner: Provisioner,
         queues: Queues,
+        offsets: KafkaOffsets,
         settings: Settings,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
@@ -51,6 +58,7 @@ class KafkaSourceHooks(Hooks[ks.KafkaSource]):
         self._brokers = brokers
         self._provisioner = provisioner
         self._queues = queues
+        self._offsets = offsets
         self._function = settings.kafka_function
         self._prefix = settings.queue_prefix
         self._public_url = settings.public_url
@@ -101,6 +109,8 @@ class KafkaSourceHooks(Hooks[ks.KafkaSource]):
             now=self._clock(),
             previous=stored.status,
             connection_problem=problems[0] if problems else None,
+            offsets_committed=stored.state.get("offsetsCommitted"),
+            offsets_message=str(stored.state.get("offsetsMessage", "")),
         )
 
     def _broker_exists(self, source: ks.KafkaSource) -> bool:
@@ -145,9 +155,12 @@ class KafkaSourceHooks(Hooks[ks.KafkaSource]):
 
     def _provision(self, stored: Stored[ks.KafkaSource]) -> Stored[ks.KafkaSource]:
         source = stored.resource
+        state: dict[str, Any] = {"deployed": True, "message": ""}
         try:
             queue = ks.failure_queue_name(self._prefix, source.namespace, source.name)
             info = self._queues.get(queue) or self._queues.create(queue, FAILURE_QUEUE_ATTRIBUTES)
+            if not self._initial_offsets(stored, state):
+                return self.sources.with_state(stored, state)
             desired = ks.desired_mapping(source, self._function, info.arn)
             found = self._found(source)
             self._provisioner.execute(ks.plan_mappings(desired, self._broker_exists(source), found))
@@ -155,10 +168,36 @@ class KafkaSourceHooks(Hooks[ks.KafkaSource]):
             log.warning(
                 "provisioning kafkasource %s/%s failed: %s", source.namespace, source.name, exc
             )
-            state = {"deployed": False, "message": f"Provisioning failed: {exc.detail}"}
-        else:
-            state = {"deployed": True, "message": ""}
+            state.update(deployed=False, message=f"Provisioning failed: {exc.detail}")
         return self.sources.with_state(stored, state)
+
+    def _initial_offsets(self, stored: Stored[ks.KafkaSource], state: dict[str, Any]) -> bool:
+        """Whether the mapping may be created: ``latest`` needs the group's offsets committed
+        first (once; the group keeps them), ``earliest`` needs nothing."""
+        source = stored.resource
+        if source.initial_offset != "latest" or stored.state.get("offsetsCommitted") is True:
+            state["offsetsCommitted"] = True
+            return True
+        try:
+            committed = self._offsets.initialize(source)
+        except BrokerError as exc:
+            log.warning(
+                "kafkasource %s/%s: initial offsets not committed: %s",
+                source.namespace, source.name, exc.detail,
+            )  # fmt: skip
+            state.update(
+                deployed=False,
+                message="The mapping waits for the consumer group's initial offsets.",
+                offsetsCommitted=False,
+                offsetsMessage=exc.detail,
+            )
+            return False
+        log.info(
+            "kafkasource %s/%s: initial offsets committed for %d partition(s) of %s",
+            source.namespace, source.name, committed, source.topic,
+        )  # fmt: skip
+        state["offsetsCommitted"] = True
+        return True
 
     def _found(self, source: ks.KafkaSource) -> list[ks.KafkaMappingInfo]:
         return _of(source, self._provisioner.kafka_mappings(self._function))

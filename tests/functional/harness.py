@@ -24,6 +24,7 @@ from tests.fakes import (
     MemoryStore,
     ScriptedSender,
 )
+from tests.fakes.kafka_offsets import MemoryKafkaOffsets
 
 CP = "/apis/eventing.knative.dev/v1/namespaces"
 
@@ -57,6 +58,8 @@ class Harness:
         c.sender = self.sender  # type: ignore[misc]
         c.seen_events = self.seen  # type: ignore[misc]
         c.rate_limiter = self.rate  # type: ignore[misc]
+        self.kafka_offsets = MemoryKafkaOffsets()
+        c.kafka_offsets = self.kafka_offsets  # type: ignore[misc]
         self.container = c
 
     # ---- control plane shortcuts ----------------------------------------------------------------

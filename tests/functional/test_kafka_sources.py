@@ -95,6 +95,7 @@ def test_create_self_managed_source_provisions_mapping_and_failure_queue(
         "Ready": ("True", None),
         "SinkProvided": ("True", None),
         "Deployed": ("True", None),
+        "InitialOffsetsCommitted": ("True", None),
     }
     assert doc["status"]["sinkUri"] == f"{h.settings.public_url}/ns/default"
     queue = ks.failure_queue_name(h.settings.queue_prefix, "ns", "orders")
@@ -271,3 +272,58 @@ def test_a_cluster_lambda_cannot_reach_shows_ready_false_with_the_reason(
         assert deployed["reason"] == "ClusterUnreachable" and problem in deployed["message"]
     h.mappings.kafka[mapping.uuid] = replace(mapping, problem=None)  # reachable again
     assert conditions(call(client, "get", f"{KS}/orders").json_body)["Ready"] == ("True", None)
+
+
+# ---- Ready only once the consumer group's initial offsets are committed (issue 31, item 8) ---
+
+
+def test_latest_commits_the_groups_offsets_at_the_log_end_before_the_mapping(
+    h: Harness, client: Client
+) -> None:
+    h.broker()
+    cluster = ks.servers_cluster_id(["kafka-1.example.com:9092", "kafka-2.example.com:9093"])
+    h.kafka_offsets.topics[(cluster, "orders")] = [5, 0, 12]
+    r = call(client, "put", f"{KS}/orders", body(consumerGroup="g-orders"))
+    assert r.status_code == 201, r.body
+    assert conditions(r.json_body)["Ready"] == ("True", None)
+    # Lambda resumes a group from its committed offsets: what is produced from now on is read.
+    assert h.kafka_offsets.groups[(cluster, "g-orders")] == {
+        ("orders", 0): 5,
+        ("orders", 1): 0,
+        ("orders", 2): 12,
+    }
+    [mapping] = mappings(h)
+    assert mapping.spec.starting_position == "LATEST"
+
+
+def test_a_source_whose_offsets_cannot_be_committed_has_no_mapping_and_is_not_ready(
+    h: Harness, client: Client
+) -> None:
+    h.broker()
+    h.kafka_offsets.unavailable = "cannot connect: NoBrokersAvailable"
+    r = call(client, "put", f"{KS}/orders", body())
+    assert r.status_code == 201, r.body
+    got = conditions(r.json_body)
+    assert got["Ready"][0] == "False"
+    assert got["InitialOffsetsCommitted"] == ("False", "OffsetsNotCommitted")
+    [offsets] = [c for c in r.json_body["status"]["conditions"]
+                 if c["type"] == "InitialOffsetsCommitted"]  # fmt: skip
+    assert "NoBrokersAvailable" in offsets["message"]
+    assert mappings(h) == []  # nothing may consume before the offsets exist
+    # The reconciler tries again; once committed the mapping exists and the source is Ready.
+    h.kafka_offsets.unavailable = None
+    reconciler(scheduled_event("us-east-1"), None)
+    doc = call(client, "get", f"{KS}/orders").json_body
+    assert conditions(doc)["Ready"] == ("True", None)
+    assert len(mappings(h)) == 1
+    calls = h.kafka_offsets.calls
+    reconciler(scheduled_event("us-east-1"), None)
+    assert h.kafka_offsets.calls == calls  # committed once: the group keeps its offsets
+
+
+def test_earliest_needs_no_initial_offsets(h: Harness, client: Client) -> None:
+    h.broker()
+    h.kafka_offsets.unavailable = "unreachable"
+    r = call(client, "put", f"{KS}/orders", body(initialOffset="earliest"))
+    assert conditions(r.json_body)["Ready"] == ("True", None)
+    assert h.kafka_offsets.calls == 0 and len(mappings(h)) == 1

@@ -12,7 +12,8 @@ from chalicelib.core.resources.kafka_source import KafkaSource
 
 SINK_PROVIDED = "SinkProvided"
 DEPLOYED = "Deployed"
-KAFKA_SOURCE_CONDITIONS = ConditionSet((SINK_PROVIDED, DEPLOYED))
+INITIAL_OFFSETS_COMMITTED = "InitialOffsetsCommitted"  # Knative's KafkaSource condition
+KAFKA_SOURCE_CONDITIONS = ConditionSet((SINK_PROVIDED, DEPLOYED, INITIAL_OFFSETS_COMMITTED))
 
 
 def kafka_source_status(
@@ -26,9 +27,14 @@ def kafka_source_status(
     now: datetime,
     previous: Mapping[str, Any] | None = None,
     connection_problem: str | None = None,
+    offsets_committed: bool | None = None,
+    offsets_message: str = "",
 ) -> dict[str, Any]:
     """``deployed``: whether the failure queue and the mapping exist as planned (None: not yet);
-    ``connection_problem``: what Lambda's poller reports when it cannot read the cluster."""
+    ``connection_problem``: what Lambda's poller reports when it cannot read the cluster;
+    ``offsets_committed``: whether the consumer group's initial offsets are committed (None: not
+    tried yet), needed for ``latest`` only: a record produced once the source is Ready is read
+    however late the consumers join."""
     before = [
         Condition.from_json(c)
         for c in (previous or {}).get("conditions") or []
@@ -58,6 +64,19 @@ def kafka_source_status(
         )
     else:
         manager.mark_true(DEPLOYED)
+    if source.initial_offset == "earliest" or offsets_committed:
+        manager.mark_true(INITIAL_OFFSETS_COMMITTED)
+    elif offsets_committed is None:
+        manager.mark_unknown(
+            INITIAL_OFFSETS_COMMITTED, "Committing", "The initial offsets are being committed."
+        )
+    else:
+        manager.mark_false(
+            INITIAL_OFFSETS_COMMITTED,
+            "OffsetsNotCommitted",
+            f"The consumer group's initial offsets could not be committed; the mapping waits "
+            f"for them: {offsets_message}",
+        )
     status: dict[str, Any] = {
         "observedGeneration": source.generation,
         "conditions": manager.to_json(),
