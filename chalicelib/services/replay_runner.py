@@ -37,7 +37,7 @@ from chalicelib.ports import BlobListing, Blobs
 from chalicelib.services.claims import Claims
 from chalicelib.services.metrics import Metrics
 from chalicelib.services.replay_packing import Message, Messages, batch_messages
-from chalicelib.services.replay_reading import ArchiveReader, ReadAhead
+from chalicelib.services.replay_reading import ArchiveReader, Batch, ReadAhead
 from chalicelib.services.resources import Resources, Stored
 from chalicelib.services.routing import BrokerConfig, Route
 
@@ -235,7 +235,7 @@ class ReplayRunner:
         position = reader.Position(str(state.get("key", "")), int(state.get("offset", 0)))
         cursor = archive.cursor(replay, position)
 
-        def read(after: reader.Position) -> tuple[Any, Messages]:
+        def read(after: reader.Position) -> tuple[Batch, Messages]:
             batch = archive.next_batch(replay, cursor, after)
             routes, extra = plan.result()
             return batch, batch_messages(replay, routes, extra, batch, archive.event, self._claims)
