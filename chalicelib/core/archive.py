@@ -4,13 +4,14 @@ fields in ``spark_glue/schema.py``: change the shape only with a version bump.""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
 from chalicelib.core import clock
 from chalicelib.core.cloudevents.json_format import dumps_utf8
 from chalicelib.core.delivery.outcomes import Outcome
+from chalicelib.core.errors import UnavailableError
 
 SCHEMA_VERSION: Final = 1
 
@@ -31,6 +32,15 @@ OUTCOMES: Final = tuple(outcome.value for outcome in Outcome)
 _MAX_DETAIL = 200
 
 Record = dict[str, Any]
+
+
+class PartlyWrittenError(UnavailableError):
+    """An archive write that wrote some records and not ``unwritten``: only those are tried
+    again (trying the whole list again would write the others twice)."""
+
+    def __init__(self, detail: str, unwritten: Sequence[bytes]) -> None:
+        super().__init__(detail)
+        self.unwritten = list(unwritten)
 
 
 def rfc3339(at: datetime) -> str:
@@ -66,15 +76,7 @@ def accepted_record(
         "size": int(size),
     }
     if dataref is not None:
-        attributes: dict[str, Any] = {}
-        cut: list[str] = []
-        for name, value in event_json.items():
-            if name in _DATA_MEMBERS:
-                continue
-            if isinstance(value, str) and len(value) > MAX_REFERENCED_ATTRIBUTE_CHARS:
-                value = value[:MAX_REFERENCED_ATTRIBUTE_CHARS]
-                cut.append(name)
-            attributes[name] = value
+        attributes, cut = _referenced_attributes(event_json)
         record["event"] = attributes
         record["dataref"] = dataref
         if cut:  # the whole values are in the referenced event
@@ -83,9 +85,47 @@ def accepted_record(
 
 
 _DATA_MEMBERS = ("data", "data_base64")
+_REQUIRED = ("specversion", "id", "source", "type")
+# Firehose's limit on one record. A record built here never exceeds it: an event archived whole
+# is under the claim-check threshold (~255 KiB), and one archived by reference keeps attributes
+# within MAX_REFERENCED_EVENT_BYTES.
+MAX_RECORD_BYTES: Final = 1000 * 1024
 # An event archived by reference keeps attribute values up to this length in its record (a 2 MB
 # source would otherwise still overflow Firehose's record limit); the whole event is at dataref.
-MAX_REFERENCED_ATTRIBUTE_CHARS = 4096
+MAX_REFERENCED_ATTRIBUTE_CHARS: Final = 4096
+# ... and its attributes up to this many bytes in all, as JSON: a 4 MiB event may carry a thousand
+# extensions of 4,000 characters each, or names of a megabyte (nothing else bounds their length).
+MAX_REFERENCED_EVENT_BYTES: Final = 128 * 1024
+MAX_TRUNCATED_NAMES_BYTES: Final = 32 * 1024  # the names in ``truncated``
+_MAX_BYTES_PER_CHAR = 6  # a control character escaped as \u001f
+
+
+def _referenced_attributes(event_json: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The attributes of an event archived by reference, within MAX_REFERENCED_EVENT_BYTES: the
+    required ones first, then the others shortest first (the broker's own among them); values
+    over MAX_REFERENCED_ATTRIBUTE_CHARS cut, values cut further or attributes left out once the
+    budget is spent. And the names of those cut or left out, within MAX_TRUNCATED_NAMES_BYTES."""
+    others = [n for n in event_json if n not in _REQUIRED and n not in _DATA_MEMBERS]
+    others.sort(key=lambda n: len(n) + len(str(event_json[n])))
+    attributes: dict[str, Any] = {}
+    cut: list[str] = []
+    left, names_left = MAX_REFERENCED_EVENT_BYTES - 2, MAX_TRUNCATED_NAMES_BYTES  # 2: braces
+    for name in [n for n in _REQUIRED if n in event_json] + others:
+        whole = value = event_json[name]
+        name_bytes = len(dumps_utf8(name)) + 2  # its quotes, then a colon or a comma
+        if isinstance(value, str):
+            value = value[:MAX_REFERENCED_ATTRIBUTE_CHARS]
+            room = left - name_bytes - 2
+            if len(dumps_utf8(value)) > room:
+                value = value[: max(0, room // _MAX_BYTES_PER_CHAR)]
+        size = name_bytes + len(dumps_utf8(value))
+        if size <= left:
+            attributes[name] = value
+            left -= size
+        if (name not in attributes or value != whole) and name_bytes <= names_left:
+            cut.append(name)
+            names_left -= name_bytes
+    return attributes, cut
 
 
 def rejected_record(

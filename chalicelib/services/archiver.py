@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from chalicelib import logs
+from chalicelib.core.archive import MAX_RECORD_BYTES, PartlyWrittenError
 from chalicelib.core.errors import BrokerError
 from chalicelib.ports import Archive, CarrySpool
 from chalicelib.services.late_archive import LateArchive, late_key
@@ -236,25 +237,43 @@ class Archiver:
         return False
 
     def _write_now(self, records: Sequence[bytes]) -> bool:
+        """Written, or counted and logged. Only what an attempt did not write is tried again; a
+        record over Firehose's limit (none is built so: a guard) is never sent nor tried again,
+        so that it fails nothing beside it."""
+        too_large = [r for r in records if len(r) > MAX_RECORD_BYTES]
+        if too_large:
+            self._failed(too_large, None, f"archive: records over {MAX_RECORD_BYTES} bytes", 0)
+        pending = [r for r in records if len(r) <= MAX_RECORD_BYTES]
         error: BrokerError | None = None
         for attempt in range(ATTEMPTS):
+            if not pending:
+                break
             if attempt:
                 self._sleep(BACKOFF_SECONDS[min(attempt, len(BACKOFF_SECONDS)) - 1])
             try:
-                self._sink.put(records)
-                return True
+                self._sink.put(pending)
+                pending = []
+            except PartlyWrittenError as exc:
+                error, pending = exc, exc.unwritten
             except BrokerError as exc:
                 error = exc
-        self._failed(records, error, "archive")
-        return False
+        if pending:
+            self._failed(pending, error, "archive")
+        return not pending and not too_large
 
-    def _failed(self, records: Sequence[bytes], error: BrokerError | None, what: str) -> None:
+    def _failed(
+        self,
+        records: Sequence[bytes],
+        error: BrokerError | None,
+        what: str,
+        attempts: int = ATTEMPTS,
+    ) -> None:
         self._metrics.count("archive_failure_count", {"function": self._role}, len(records))
         event_ids = _event_ids(records)
         log.error(
             "%s failed after %d attempts, %d records not archived (event ids %s): %s",
             what,
-            ATTEMPTS,
+            attempts,
             len(records),
             event_ids,
             error,

@@ -413,8 +413,9 @@ class MemoryBlobs:
 
 
 class MemoryArchive:
-    """Firehose as the adapter presents it: records over 1,000 KiB are refused (the others kept),
-    and ``fail_next`` puts fail as an outage does."""
+    """Firehose as the adapter presents it: records over 1,000 KiB, and those ``refuse`` says
+    (Firehose's per-record ErrorCode), are not written and named in PartlyWrittenError (the
+    others kept); ``fail_next`` puts fail whole as an outage does."""
 
     MAX_RECORD_BYTES = 1000 * 1024
 
@@ -422,17 +423,21 @@ class MemoryArchive:
         self.records: list[bytes] = []
         self.fail_next = 0
         self.calls = 0
+        self.refuse: Callable[[bytes], bool] = lambda record: False
 
     def put(self, records: Sequence[bytes]) -> None:
+        from chalicelib.core.archive import PartlyWrittenError
         from chalicelib.core.errors import UnavailableError
 
         self.calls += 1
         if self.fail_next > 0:
             self.fail_next -= 1
             raise UnavailableError("archive: ServiceUnavailableException")
-        self.records.extend(r for r in records if len(r) <= self.MAX_RECORD_BYTES)
-        if any(len(r) > self.MAX_RECORD_BYTES for r in records):
-            raise UnavailableError("archive: a record over Firehose's 1,000 KiB was not sent")
+        refused = [len(r) > self.MAX_RECORD_BYTES or self.refuse(r) for r in records]
+        self.records.extend(r for r, no in zip(records, refused, strict=True) if not no)
+        unwritten = [r for r, no in zip(records, refused, strict=True) if no]
+        if unwritten:
+            raise PartlyWrittenError(f"archive: {len(unwritten)} records not written", unwritten)
 
     def decoded(self) -> list[dict[str, Any]]:
         import json

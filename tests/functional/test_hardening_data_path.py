@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 
 from chalicelib.container import Container
-from chalicelib.core import names
+from chalicelib.core import archive, names
 from chalicelib.ports import HttpResponse, OutgoingMessage
 from chalicelib.services.claims import Claims
 from chalicelib.services.dead_letters import DeadLetters
@@ -252,6 +252,51 @@ def test_a_huge_attribute_is_cut_in_the_archive_record_and_whole_at_its_referenc
     assert len(json.dumps(record)) < 1000 * 1024
     bucket, _, key = record["dataref"].removeprefix("s3://").partition("/")
     assert json.loads(h.blobs.get(bucket, key))["source"] == source
+
+
+def test_attributes_that_overflow_a_record_are_cut_and_the_batch_is_archived_once() -> None:
+    """Issue 31, item 6: an event under the 4 MiB limit whose attributes alone exceed Firehose's
+    1,000 KiB (300 extensions of 3,900 characters). Before, its by-reference record was over the
+    limit: never archived, and the nine events of its batch were archived three times."""
+    h = Harness()
+    h.broker()
+    h.trigger("t1")
+    big = {"specversion": "1.0", "id": "big", "source": "/s", "type": "t"}
+    big.update({f"x{i:03d}": chr(97 + i % 26) * 3900 for i in range(300)})
+    small = [{"specversion": "1.0", "id": f"s{i}", "source": "/s", "type": "t"} for i in range(9)]
+    body = json.dumps([big, *small]).encode()
+    assert 1000 * 1024 < len(body) < 4 * 1024 * 1024
+    assert h.post({"content-type": "application/cloudevents-batch+json"}, body).status == 202
+    accepted = [r for r in h.archive.decoded() if r["kind"] == "accepted"]
+    assert sorted(r["event"]["id"] for r in accepted) == ["big"] + [f"s{i}" for i in range(9)]
+    [record] = [r for r in accepted if r["event"]["id"] == "big"]
+    line = next(r for r in h.archive.records if b'"id":"big"' in r)
+    assert len(line) <= archive.MAX_RECORD_BYTES
+    whole = {n for n, v in big.items() if record["event"].get(n) == v}
+    assert {"specversion", "id", "source", "type"} <= whole and 0 < len(whole) < len(big)
+    assert set(record["truncated"]) == set(big) - whole  # cut or left out: each one named
+    bucket, _, key = record["dataref"].removeprefix("s3://").partition("/")
+    assert json.loads(h.blobs.get(bucket, key))["x299"] == chr(97 + 299 % 26) * 3900
+    assert "archive_failure_count_total" not in h.container.metrics.prometheus_text()
+
+
+def test_a_record_firehose_refuses_is_sent_again_alone() -> None:
+    h = Harness()
+    h.broker()
+    refused: list[bytes] = []
+
+    def once(record: bytes) -> bool:  # Firehose's per-record ErrorCode, for e2's record, once
+        if b'"id":"e2"' in record and not refused:
+            refused.append(record)
+            return True
+        return False
+
+    h.archive.refuse = once
+    body = json.dumps([json.loads(_structured(f"e{i}", "d")) for i in range(5)]).encode()
+    assert h.post({"content-type": "application/cloudevents-batch+json"}, body).status == 202
+    ids = [r["event"]["id"] for r in h.archive.decoded() if r["kind"] == "accepted"]
+    assert sorted(ids) == [f"e{i}" for i in range(5)] and refused
+    assert h.archive.calls == 2
 
 
 # ---- an unexpected failure waits seconds, not the queue's visibility timeout -------------------
