@@ -18,7 +18,7 @@ import pytest
 from brokerctl.embedded_aws import free_port
 from brokerctl.kafka_local import LocalKafka, allow_kafka_mappings_in_moto
 from chalicelib.core.cloudevents.kafka_binding import KafkaRecord
-from chalicelib.core.errors import NotFoundError
+from chalicelib.core.errors import NotFoundError, UnavailableError
 from chalicelib.core.resources.kafka_source import KafkaMappingSpec
 from tests.backends import aws_env
 from tests.fakes import MemoryMappings, RecordingPublisher
@@ -252,3 +252,123 @@ def test_local_lambda_reports_a_cluster_it_cannot_reach(
             finally:
                 mappings.delete(down.uuid)
                 mappings.delete(up.uuid)
+
+
+# ---- KafkaOffsets ----------------------------------------------------------------------------
+
+
+class _OffsetsBackend:
+    """One KafkaOffsets with what the contract needs around it: a topic whose partitions hold
+    so many records, and the offsets a group has committed."""
+
+    def __init__(self, offsets: Any, bootstrap: str, fake: Any = None) -> None:
+        self.offsets, self.bootstrap, self._fake = offsets, bootstrap, fake
+
+    def source(self, topic: str, group: str) -> Any:
+        from chalicelib.core.resources.kafka_source import KafkaSource
+
+        return KafkaSource(
+            namespace="ns", name="s", uid="u", generation=1, creation_timestamp="",
+            topics=(topic,), sink_broker="default", bootstrap_servers=(self.bootstrap,),
+            consumer_group=group,
+        )  # fmt: skip
+
+    def topic(self, records: list[int]) -> str:
+        topic = f"offsets-{uuid.uuid4().hex[:8]}"
+        if self._fake is not None:
+            cluster = self.source(topic, "").cluster_id
+            self._fake.topics[(cluster, topic)] = list(records)
+            return topic
+        self.produce(topic, records, create=True)
+        return topic
+
+    def produce(self, topic: str, records: list[int], create: bool = False) -> None:
+        if self._fake is not None:
+            cluster = self.source(topic, "").cluster_id
+            ends = self._fake.topics[(cluster, topic)]
+            self._fake.topics[(cluster, topic)] = [
+                e + n for e, n in zip(ends, records, strict=True)
+            ]
+            return
+        from kafka import KafkaAdminClient, KafkaProducer
+        from kafka.admin import NewTopic
+
+        if create:
+            admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
+            admin.create_topics([NewTopic(topic, len(records), 1)])
+            admin.close()
+        producer = KafkaProducer(bootstrap_servers=self.bootstrap)
+        for partition, n in enumerate(records):
+            for i in range(n):
+                producer.send(topic, f"{i}".encode(), partition=partition).get(10)
+        producer.close()
+
+    def committed(self, topic: str, group: str) -> dict[int, int]:
+        if self._fake is not None:
+            cluster = self.source(topic, "").cluster_id
+            got = self._fake.groups.get((cluster, group), {})
+            return {p: o for (t, p), o in got.items() if t == topic}
+        from kafka import KafkaAdminClient
+
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
+        try:
+            found = admin.list_group_offsets(group).get(group, {})
+        finally:
+            admin.close()
+        return {tp.partition: o.offset for tp, o in found.items() if tp.topic == topic}
+
+
+@pytest.fixture(params=["memory", pytest.param("kafka", marks=pytest.mark.kafka)])
+def kafka_offsets(request: pytest.FixtureRequest) -> _OffsetsBackend:
+    if request.param == "memory":
+        from tests.fakes.kafka_offsets import MemoryKafkaOffsets
+
+        fake = MemoryKafkaOffsets()
+        return _OffsetsBackend(fake, "memory:9092", fake)
+    from chalicelib.adapters.kafka_offsets import AdminKafkaOffsets
+
+    return _OffsetsBackend(
+        AdminKafkaOffsets(None, local_mode=True),  # type: ignore[arg-type]
+        request.getfixturevalue("kafka"),
+    )
+
+
+def test_initialize_commits_the_log_end_of_partitions_without_an_offset(
+    kafka_offsets: _OffsetsBackend,
+) -> None:
+    backend = kafka_offsets
+    topic, group = backend.topic([2, 0, 3]), f"g-{uuid.uuid4().hex[:8]}"
+    assert backend.offsets.initialize(backend.source(topic, group)) == 3
+    assert backend.committed(topic, group) == {0: 2, 1: 0, 2: 3}
+    # Committed offsets are the group's: a second call (a source created again) keeps them.
+    backend.produce(topic, [1, 1, 1])
+    assert backend.offsets.initialize(backend.source(topic, group)) == 0
+    assert backend.committed(topic, group) == {0: 2, 1: 0, 2: 3}
+
+
+def test_initialize_refuses_a_topic_that_does_not_exist(kafka_offsets: _OffsetsBackend) -> None:
+    backend = kafka_offsets
+    if backend.bootstrap.startswith("memory:"):
+        cluster = backend.source("absent", "").cluster_id
+        backend.offsets.missing_topics.add((cluster, "absent"))
+    with pytest.raises(UnavailableError, match="does not exist"):
+        backend.offsets.initialize(backend.source("absent", "g-absent"))
+
+
+@pytest.mark.kafka
+@pytest.mark.filterwarnings("ignore::ResourceWarning")  # kafka-python's failed connects
+def test_initialize_on_an_unreachable_cluster_is_unavailable_within_seconds() -> None:
+    from chalicelib.adapters.kafka_offsets import AdminKafkaOffsets
+
+    backend = _OffsetsBackend(AdminKafkaOffsets(None, local_mode=True), f"127.0.0.1:{free_port()}")  # type: ignore[arg-type]
+    kafka_log = logging.getLogger("kafka")
+    level = kafka_log.level
+    kafka_log.setLevel(logging.CRITICAL)
+    started = time.monotonic()
+    try:
+        with pytest.raises(UnavailableError, match="cannot connect"):
+            backend.offsets.initialize(backend.source("t", "g"))
+        gc.collect()
+    finally:
+        kafka_log.setLevel(level)
+    assert time.monotonic() - started < 15
