@@ -4,15 +4,14 @@
 from __future__ import annotations
 
 import json
-import socket
 import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
-from brokerctl.http_server import BackgroundServer
+from brokerctl.http_server import Answer, LocalServer, Request
+
+SUBSCRIBER_THREADS = 64
 
 
 @dataclass
@@ -37,7 +36,7 @@ def _accept(received: Received, n: int) -> Reply:
     return Reply()
 
 
-class EventDisplay(BackgroundServer):
+class EventDisplay(LocalServer):
     """A threaded HTTP server recording every request; ``responder(request, n)`` chooses the
     answer for the n-th request (1-based), so tests can fail the first n, reply with events, ..."""
 
@@ -51,48 +50,28 @@ class EventDisplay(BackgroundServer):
     ) -> None:
         self.received: list[Received] = []
         self.count = 0
-        self.connections = 0
         self._responder = responder
         self._echo = echo
+        self._keep = keep
         self._cond = threading.Condition()
-        outer = self
+        # A subscriber's answers may be slow on purpose (timeouts, backpressure): as many at
+        # once as a test sends.
+        super().__init__(self._answer, host, port, threads=SUBSCRIBER_THREADS)
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def setup(self) -> None:
-                super().setup()
-                # Status line and body in separate writes: no Nagle wait on kept connections.
-                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                with outer._cond:
-                    outer.connections += 1
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length") or 0)
-                body = self.rfile.read(length) if length else b""
-                got = Received(
-                    "POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body
-                )
-                with outer._cond:
-                    outer.count += 1
-                    n = outer.count
-                    if keep:
-                        outer.received.append(got)
-                    outer._cond.notify_all()
-                reply = outer._responder(got, n)
-                if outer._echo:
-                    outer._echo(render(got))
-                self.send_response(reply.status)
-                for k, v in reply.headers.items():
-                    self.send_header(k, v)
-                self.send_header("Content-Length", str(len(reply.body)))
-                self.end_headers()
-                self.wfile.write(reply.body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return None
-
-        self._serve(ThreadingHTTPServer((host, port), Handler))
+    def _answer(self, request: Request) -> Answer:
+        if request.method != "POST":
+            return 405, {"Allow": "POST"}, b""
+        got = Received("POST", request.target, request.headers, request.body)
+        with self._cond:
+            self.count += 1
+            n = self.count
+            if self._keep:
+                self.received.append(got)
+            self._cond.notify_all()
+        reply = self._responder(got, n)
+        if self._echo:
+            self._echo(render(got))
+        return reply.status, reply.headers, reply.body
 
     def wait_for(self, predicate: Callable[[list[Received]], bool], timeout: float) -> bool:
         with self._cond:

@@ -1,108 +1,204 @@
-"""Serves the Chalice app over real HTTP, one thread per connection, through Chalice's own
-API Gateway emulation (LocalGateway), so handlers see real API Gateway proxy events."""
+"""The local runtime's HTTP servers (docs/local-mode.md). Waitress owns HTTP/1.1: keep-alive,
+chunked bodies, ``Expect: 100-continue``, and bodies bounded in bytes however they are framed; it
+reads a whole request before any handler runs, so no answer can leave part of a body to be read
+as the next request. The app's requests go through Chalice's own API Gateway emulation
+(LocalGateway), so handlers see real API Gateway proxy events."""
 
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import socket
 import threading
 import time
-from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, Self
 
+from waitress import create_server, wasyncore
+from waitress.channel import HTTPChannel
+from waitress.parser import HTTPRequestParser, ParsingError
+from waitress.task import ErrorTask
+
+from brokerctl.request_guard import Guard
 from chalicelib.problems import PROBLEM_TYPE, no_route_problem, problem_document
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _Server
-
-    def setup(self) -> None:
-        super().setup()
-        # Headers and body leave in two writes: on a kept-alive connection Nagle's algorithm
-        # would hold the body until the client's delayed ACK (~40 ms an answer).
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def _handle(self) -> None:
-        started = time.perf_counter()
-        console = self.server.console
-        if console is not None and console.handles(self.path):
-            console.handle(self)  # local mode only: static pages and the live tail (SSE)
-            return
-        length = content_length(self.headers.get("content-length"))
-        if isinstance(length, tuple):
-            # What API Gateway refuses before any Lambda runs; the connection cannot be reused.
-            status, out_headers, out_body = length
-            self.close_connection = True
-        else:
-            body = self.rfile.read(length) if length else b""
-            headers = {k.lower(): v for k, v in self.headers.items()}
-            status, out_headers, out_body = self.server.dispatch(
-                self.command, self.path, headers, body
-            )
-        self.send_response(status)
-        for name, value in out_headers.items():
-            if name.lower() in {"content-length", "connection", "transfer-encoding"}:
-                continue
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(out_body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(out_body)
-        elapsed = (time.perf_counter() - started) * 1000
-        self.server.log_line(f"{self.command} {self.path} -> {status} ({elapsed:.1f} ms)")
-
-    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_HEAD = _handle
-
-    def __getattr__(self, name: str) -> Any:
-        # Any other method (TRACE, PROPFIND, ...) goes to the app as well, which answers 405
-        # problem+json as API Gateway's routes do, instead of http.server's HTML 501.
-        if name.startswith("do_"):
-            return self._handle
-        raise AttributeError(name)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return None
-
 
 # API Gateway's REST API payload limit.
 MAX_BODY_BYTES = 10 * 1024 * 1024
+HANDLER_THREADS = 8  # requests served at once, besides open live tails
+
+Answer = tuple[int, dict[str, str], bytes | Iterable[bytes]]
+Dispatch = Callable[[str, str, dict[str, str], bytes], tuple[int, dict[str, str], bytes]]
+# What WSGI lets the server alone say (PEP 3333): never passed on from an answer.
+_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "te", "trailer",
+        "upgrade", "proxy-authenticate", "proxy-authorization"}  # fmt: skip
 
 
-def content_length(value: str | None) -> int | tuple[int, dict[str, str], bytes]:
-    """The body's length, or the answer when it cannot be read: 400 for a Content-Length that is
-    not a number, 413 over API Gateway's 10 MiB."""
-    text = (value or "0").strip()
-    if not (text.isascii() and text.isdigit() and len(text) <= 12):
-        doc = problem_document(400, "Bad request", "Content-Length is not a number", "bad-request")
-    elif int(text) > MAX_BODY_BYTES:
-        doc = problem_document(
-            413,
-            "Payload too large",
-            f"the body is {text} bytes; the API accepts {MAX_BODY_BYTES}",
-            "payload-too-large",
-        )
-    else:
-        return int(text)
-    return doc["status"], {"Content-Type": PROBLEM_TYPE}, json.dumps(doc).encode()
+@dataclass(frozen=True)
+class Request:
+    method: str
+    target: str  # as sent: the path and query, percent-encoded
+    headers: dict[str, str]  # lower-case names
+    body: bytes
+    disconnected: Callable[[], bool]  # the client went away (a stream ends)
+
+    @property
+    def path(self) -> str:
+        return self.target.split("?", 1)[0]
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
+def problem(status: int, title: str, detail: str, slug: str, **kw: Any) -> Answer:
+    doc = problem_document(status, title, detail, slug, **kw)
+    return status, {"Content-Type": PROBLEM_TYPE}, json.dumps(doc).encode()
+
+
+_ERROR_SLUGS = {413: "payload-too-large", 431: "headers-too-large"}
+
+
+class _ProblemErrorTask(ErrorTask):  # type: ignore[misc]
+    """Waitress's own refusals (a malformed request line or header, a body over the limit,
+    headers too large) as problem+json instead of its text/plain; it closes the connection."""
+
+    def execute(self) -> None:
+        error = self.request.error
+        slug = _ERROR_SLUGS.get(error.code, "bad-request")
+        detail = str(error.body)
+        if error.code == 413:
+            detail = f"the body is over the {MAX_BODY_BYTES} bytes the API accepts"
+        doc = problem_document(error.code, error.reason, detail, slug)
+        body = json.dumps(doc).encode()
+        self.status = f"{error.code} {error.reason}"
+        self.response_headers.append(("Content-Type", PROBLEM_TYPE))
+        self.set_close_on_finish()
+        self.content_length = len(body)
+        self.write(body)
+
+
+class _Parser(HTTPRequestParser):  # type: ignore[misc]
+    def parse_header(self, header_plus: bytes) -> None:
+        try:
+            super().parse_header(header_plus)
+        except ValueError as exc:
+            # waitress 3.0.2 calls int() on a Content-Length of any length: past Python's
+            # 4,300 digits it raises, and the connection was dropped without an answer.
+            raise ParsingError(f"a header is malformed ({str(exc)[:80]})") from exc
+
+
+class _Channel(HTTPChannel):  # type: ignore[misc]
+    parser_class = _Parser
+    error_task_class = _ProblemErrorTask
+
+    def __init__(self, server: Any, *args: Any, **kw: Any) -> None:
+        super().__init__(server, *args, **kw)
+        server.owner.connections += 1
+
+
+def _request_of(environ: dict[str, Any]) -> Request:
+    headers = {
+        key[5:].lower().replace("_", "-"): value
+        for key, value in environ.items()
+        if key.startswith("HTTP_")
+    }
+    for key in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+        if environ.get(key):
+            headers[key.lower().replace("_", "-")] = environ[key]
+    length = int(environ.get("CONTENT_LENGTH") or 0)  # waitress's own count of what it read
+    body = environ["wsgi.input"].read(length) if length else b""
+    return Request(
+        environ["REQUEST_METHOD"],
+        environ["REQUEST_URI"],
+        headers,
+        body,
+        environ["waitress.client_disconnected"],
+    )
+
+
+class LocalServer:
+    """``handle(request) -> (status, headers, body)`` served over HTTP/1.1 from a thread of its
+    own: the lifecycle the local runtime's servers share (the app, the console's proxy, the event
+    display). A body given as bytes is sent with its length; an iterable is streamed (chunked)."""
 
     def __init__(
         self,
-        address: tuple[str, int],
-        dispatch: Callable[[str, str, dict[str, str], bytes], tuple[int, dict[str, str], bytes]],
-        log_line: Callable[[str], None],
+        handle: Callable[[Request], Answer],
+        host: str,
+        port: int,
+        log_line: Callable[[str], None] | None = None,
+        threads: int = HANDLER_THREADS,
+        max_body: int = MAX_BODY_BYTES,
     ) -> None:
-        super().__init__(address, _Handler)
-        self.dispatch = dispatch
-        self.log_line = log_line
-        self.console: Any = None  # brokerctl.console.Console, when the runtime serves /ui
+        self.connections = 0  # accepted so far
+        self._handle = handle
+        self._log_line = log_line
+        self._map: dict[int, Any] = {}
+        # One socket, bound here: a name with several addresses would make waitress open one
+        # listener each (and a port in use fails now, not in the serving thread).
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+        except OSError:
+            sock.close()
+            raise
+        self._server = create_server(
+            self._wsgi, map=self._map, sockets=[sock], threads=threads,
+            max_request_body_size=max_body, asyncore_use_poll=True, connection_limit=1000,
+            # A page that stops reading its stream holds at most this much here; then its
+            # handler waits and its tail is dropped (brokerctl/console).
+            outbuf_high_watermark=1024 * 1024, ident="brokerctl",
+        )  # fmt: skip
+        self._server.owner = self
+        self._server.channel_class = _Channel  # TCP_NODELAY is waitress's default socket option
+        self._thread = threading.Thread(target=self._server.run, name="http-server", daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.socket.getsockname()[:2]
+        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+    def start(self) -> Self:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Closes the listener and every connection (an open stream sees its client gone), then
+        waits for the handlers."""
+        server, trigger = self._server, self._server.trigger
+
+        def close_all() -> None:  # in the serving thread, as waitress's own closes are
+            for dispatcher in list(self._map.values()):
+                if dispatcher is trigger:
+                    # Out of the loop, which then ends; its pipe stays open until no handler
+                    # can pull it (closed here, a pull racing this thunk would write to a
+                    # closed, or reused, descriptor).
+                    trigger.del_channel()
+                elif dispatcher is server:
+                    wasyncore.dispatcher.close(server)  # waitress's close also shuts the pipe
+                else:
+                    dispatcher.handle_close()
+
+        if self._thread.is_alive():
+            trigger.pull_trigger(close_all)
+            self._thread.join(10)
+        else:
+            close_all()
+        server.task_dispatcher.shutdown(timeout=10)
+        trigger.close()
+
+    def _wsgi(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        started = time.perf_counter()
+        request = _request_of(environ)
+        status, headers, body = self._handle(request)
+        out = [(k, v) for k, v in headers.items() if k.lower() not in _HOP]
+        if isinstance(body, bytes):
+            out.append(("Content-Length", str(len(body))))
+        start_response(f"{status} {http.client.responses.get(status, 'Status')}", out)
+        if self._log_line is not None:
+            elapsed = (time.perf_counter() - started) * 1000
+            self._log_line(f"{request.method} {request.target} -> {status} ({elapsed:.1f} ms)")
+        return [body] if isinstance(body, bytes) else body
 
 
 def _requests_per_thread(app: Any) -> None:
@@ -117,9 +213,7 @@ def _requests_per_thread(app: Any) -> None:
         app.__class__ = type("ThreadLocalChalice", (LocalChalice, type(app)), {})
 
 
-def chalice_dispatcher(
-    app: Any, stage: str = "local"
-) -> Callable[[str, str, dict[str, str], bytes], tuple[int, dict[str, str], bytes]]:
+def chalice_dispatcher(app: Any, stage: str = "local") -> Dispatch:
     from chalice.config import Config
     from chalice.local import LocalGateway, LocalGatewayException, RouteMatcher
 
@@ -154,30 +248,10 @@ def chalice_dispatcher(
     return dispatch
 
 
-class BackgroundServer:
-    """A threaded HTTP server served from a daemon thread: the lifecycle the local runtime's
-    servers share (the app, the event display, the console's proxy)."""
+class AppServer(LocalServer):
+    """The Chalice app, and the console's ``/ui`` when the runtime serves one; every request
+    first passes the guard (brokerctl/request_guard.py: no web page may drive the runtime)."""
 
-    def _serve(self, server: ThreadingHTTPServer) -> None:
-        server.daemon_threads = True
-        self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def start(self) -> Self:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-
-class AppServer(BackgroundServer):
     def __init__(
         self,
         app: Any,
@@ -186,6 +260,18 @@ class AppServer(BackgroundServer):
         log_line: Callable[[str], None],
         console: Any = None,
     ) -> None:
-        server = _Server((host, port), chalice_dispatcher(app), log_line)
-        server.console = console
-        self._serve(server)
+        dispatch = chalice_dispatcher(app)
+        token = console.token if console is not None else None
+
+        def handle(request: Request) -> Answer:
+            refused = self.guard.refusal(request)
+            if refused is not None:
+                return refused
+            if console is not None and console.handles(request.path):
+                answer: Answer = console.answer(request)
+                return answer  # static pages and the live tail (SSE)
+            return dispatch(request.method, request.target, request.headers, request.body)
+
+        tails = console.max_tails if console is not None else 0
+        super().__init__(handle, host, port, log_line, threads=HANDLER_THREADS + tails)
+        self.guard = Guard(host, self._server.socket.getsockname()[1], token)

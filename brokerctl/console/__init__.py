@@ -15,14 +15,18 @@ import json
 import logging
 import mimetypes
 import queue
+import secrets
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from chalicelib.ports import Archive
+
+if TYPE_CHECKING:
+    from brokerctl.http_server import Answer, Request
 
 log = logging.getLogger("broker.console")
 
@@ -110,7 +114,7 @@ class TailHub:
         self._lock = threading.Lock()
         self._ring: collections.deque[dict[str, Any]] = collections.deque(maxlen=ring_size)
         self._subscribers: list[Subscriber] = []
-        self._max = max_subscribers
+        self.max_subscribers = max_subscribers
         self.dropped = 0  # pages dropped for falling behind
         self.published = 0
         # Per trigger: attempts, summed latency (ms), and counts by kind, for the charts.
@@ -152,7 +156,7 @@ class TailHub:
         """A new subscriber and the ring's entries it wants (those after sequence number
         ``after``), or None when there are too many."""
         with self._lock:
-            if len(self._subscribers) >= self._max:
+            if len(self._subscribers) >= self.max_subscribers:
                 return None
             sub = Subscriber(broker, trigger, namespace, self._queue_size)
             self._subscribers.append(sub)
@@ -220,97 +224,93 @@ def _param(query: dict[str, list[str]], name: str) -> str | None:
     return value or None
 
 
+def _text(status: int, text: str) -> Answer:
+    return status, {"Content-Type": "text/plain", "Cache-Control": "no-store"}, text.encode()
+
+
 class Console:
-    """Answers ``/ui`` requests on the local runtime's HTTP server (brokerctl/http_server.py)."""
+    """Answers ``/ui`` requests on the local runtime's HTTP server (brokerctl/http_server.py).
+    ``token`` is this run's: written into the page, which sends it as ``X-Console-Token``
+    (brokerctl/request_guard.py says where it is required)."""
 
     def __init__(self, hub: TailHub | None) -> None:
         self.hub = hub  # None: no tail here (the signing proxy for a deployed API)
+        self.token = secrets.token_urlsafe(32)
+        self.max_tails = hub.max_subscribers if hub is not None else 0
         self._stopping = threading.Event()
 
     def handles(self, path: str) -> bool:
-        p = urlsplit(path).path
-        return p == "/ui" or p.startswith("/ui/")
+        return path == "/ui" or path.startswith("/ui/")
 
-    def handle(self, handler: Any) -> None:
-        parts = urlsplit(handler.path)
+    def answer(self, request: Request) -> Answer:
+        parts = urlsplit(request.target)
         name = parts.path.removeprefix("/ui").lstrip("/") or "index.html"
-        if handler.command not in ("GET", "HEAD"):
-            self._send(handler, 405, "text/plain", b"method not allowed\n")
-        elif name == "events" and self.hub is None:
+        if request.method not in ("GET", "HEAD"):
+            return _text(405, "method not allowed\n")
+        if name == "events" and self.hub is None:
             # 204 tells an EventSource not to reconnect: the page says the tail is unavailable.
-            self._send(handler, 204, "text/plain", b"")
-        elif name == "events":
-            self._tail(handler, parse_qs(parts.query))
-        elif name == "stats":
+            return _text(204, "")
+        if name == "events":
+            return self._tail(request, parse_qs(parts.query))
+        if name == "stats":
             snapshot = self.hub.snapshot() if self.hub else {"tail": "unavailable", "triggers": {}}
-            body = json.dumps(snapshot).encode()
-            self._send(handler, 200, "application/json", body)
-        elif name in STATIC:
-            body = resources.files(__package__).joinpath("static", name).read_bytes()
-            kind = mimetypes.guess_type(name)[0] or "application/octet-stream"
-            if name.endswith(".js"):
-                kind = "text/javascript"
-            self._send(handler, 200, f"{kind}; charset=utf-8", body)
-        else:
-            self._send(handler, 404, "text/plain", b"not found\n")
+            return (
+                200,
+                {"Content-Type": "application/json", "Cache-Control": "no-store"},
+                (json.dumps(snapshot).encode()),
+            )
+        if name not in STATIC:
+            return _text(404, "not found\n")
+        body = resources.files(__package__).joinpath("static", name).read_bytes()
+        if name == "index.html":
+            body = body.replace(b"{{console-token}}", self.token.encode())
+        kind = mimetypes.guess_type(name)[0] or "application/octet-stream"
+        if name.endswith(".js"):
+            kind = "text/javascript"
+        return 200, {"Content-Type": f"{kind}; charset=utf-8", "Cache-Control": "no-store"}, body
 
     def stop(self) -> None:
         self._stopping.set()
         if self.hub is not None:
             self.hub.close()
 
-    @staticmethod
-    def _send(handler: Any, status: int, kind: str, body: bytes) -> None:
-        handler.send_response(status)
-        handler.send_header("Content-Type", kind)
-        handler.send_header("Content-Length", str(len(body)))
-        handler.send_header("Cache-Control", "no-store")
-        handler.end_headers()
-        if handler.command != "HEAD":
-            handler.wfile.write(body)
-
-    def _tail(self, handler: Any, query: dict[str, list[str]]) -> None:
+    def _tail(self, request: Request, query: dict[str, list[str]]) -> Answer:
         assert self.hub is not None
-        last = (handler.headers.get("last-event-id") or "").strip()
+        last = (request.headers.get("last-event-id") or "").strip()
         after = int(last) if last.isascii() and last.isdigit() and len(last) < 16 else 0
         got = self.hub.subscribe(
             _param(query, "namespace"), _param(query, "broker"), _param(query, "trigger"), after
         )
         if got is None:
-            self._send(handler, 503, "text/plain", b"too many live tails open\n")
-            return
-        sub, backlog = got
-        handler.close_connection = True
+            return _text(503, "too many live tails open\n")
+        headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-store"}
+        return 200, headers, self._stream(request, self.hub, *got)
+
+    def _stream(
+        self, request: Request, hub: TailHub, sub: Subscriber, backlog: list[dict[str, Any]]
+    ) -> Iterator[bytes]:
+        """The SSE body, streamed by the server (chunked) until the page goes, falls behind or
+        the runtime stops; ``: keepalive`` comments keep idle proxies from closing it."""
         try:
-            handler.send_response(200)
-            handler.send_header("Content-Type", "text/event-stream")
-            handler.send_header("Cache-Control", "no-store")
-            handler.end_headers()
-            for old in backlog:
-                handler.wfile.write(_sse(old))
-            handler.wfile.flush()
+            yield b"".join(_sse(old) for old in backlog) or b": tail\n\n"
             idle = 0.0
-            while not self._stopping.is_set() and not sub.dropped:
+            while not (self._stopping.is_set() or sub.dropped or request.disconnected()):
                 try:
                     entry: dict[str, Any] | None = sub.entries.get(timeout=1.0)
                 except queue.Empty:
                     idle += 1.0
-                    if idle >= KEEPALIVE_SECONDS:  # a closed page is noticed by this write
+                    if idle >= KEEPALIVE_SECONDS:
                         idle = 0.0
-                        handler.wfile.write(b": keepalive\n\n")
-                        handler.wfile.flush()
+                        yield b": keepalive\n\n"
                     continue
                 if entry is None:
                     break
                 idle = 0.0
-                handler.wfile.write(_sse(entry))
-                handler.wfile.flush()
+                yield _sse(entry)
             if sub.dropped:
-                handler.wfile.write(b"event: dropped\ndata: {}\n\n")
-        except OSError:
-            pass  # the page went away: nothing to deliver, nothing lost (the archive has it)
+                yield b"event: dropped\ndata: {}\n\n"
         finally:
-            self.hub.unsubscribe(sub)
+            hub.unsubscribe(sub)
 
 
 def _sse(entry: dict[str, Any]) -> bytes:

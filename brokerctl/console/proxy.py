@@ -2,29 +2,29 @@
 
 A browser cannot sign its own calls with SigV4, and the deployed control plane is behind IAM: this
 serves ``/ui`` on loopback and forwards every other request to the API, signed with the caller's
-AWS credentials when the target says so (as brokerctl's own calls are). No live tail here (the
-page says so): API Gateway cannot stream, and the tail's source is the local runtime's archive
-tap."""
+AWS credentials when the target says so (as brokerctl's own calls are). Only the page may use it
+(brokerctl/request_guard.py): a forwarded call carries the page's token, and always goes to the
+configured API, whatever the request names. No live tail here (the page says so): API Gateway
+cannot stream, and the tail's source is the local runtime's archive tap."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
 
 from brokerctl.client import SigV4Auth, Target, default_credentials
 from brokerctl.console import Console
-from brokerctl.http_server import BackgroundServer, content_length
+from brokerctl.http_server import Answer, LocalServer, Request, problem
+from brokerctl.request_guard import Guard
 
 # Request headers passed on to the API (the signature covers host and content-type).
 _FORWARDED = ("content-type", "accept", "if-match", "if-none-match")
 _HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding"}
 
 
-class ConsoleProxy(BackgroundServer):
+class ConsoleProxy(LocalServer):
     def __init__(
         self,
         target: Target,
@@ -38,54 +38,33 @@ class ConsoleProxy(BackgroundServer):
         if target.sigv4:
             assert target.region is not None
             auth = SigV4Auth(credentials or default_credentials(), target.region)
-        http = httpx.Client(
-            base_url=target.url, auth=auth, transport=transport, timeout=30.0,
-            follow_redirects=False,
-        )  # fmt: skip
-        console = Console(None)
-        self._http = http
+        self._http = httpx.Client(
+            auth=auth, transport=transport, timeout=30.0, follow_redirects=False
+        )
+        self._api = httpx.URL(target.url)
+        self._say = log_line
+        self.console = Console(None)
+        super().__init__(self._answer, host, port, log_line)
+        self.guard = Guard(host, self._server.socket.getsockname()[1], self.console.token)
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def setup(self) -> None:
-                super().setup()
-                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-            def _handle(self) -> None:
-                if console.handles(self.path):
-                    console.handle(self)
-                    return
-                length = content_length(self.headers.get("content-length"))
-                if isinstance(length, tuple):  # 400 or 413, as the API's own server answers
-                    status, kind, problem = length
-                    self.close_connection = True
-                    Console._send(self, status, kind["Content-Type"], problem)
-                    return
-                body = self.rfile.read(length) if length else b""
-                headers = {k: v for k, v in self.headers.items() if k.lower() in _FORWARDED}
-                try:
-                    r = http.request(self.command, self.path, content=body, headers=headers)
-                except httpx.HTTPError as exc:
-                    log_line(f"console proxy: {self.command} {self.path}: {exc}")
-                    Console._send(self, 502, "text/plain", f"API unreachable: {exc}\n".encode())
-                    return
-                self.send_response(r.status_code)
-                for name, value in r.headers.items():
-                    if name.lower() not in _HOP:
-                        self.send_header(name, value)
-                self.send_header("Content-Length", str(len(r.content)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(r.content)
-                log_line(f"{self.command} {self.path} -> {r.status_code}")
-
-            do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _handle
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return None
-
-        self._serve(ThreadingHTTPServer((host, port), Handler))
+    def _answer(self, request: Request) -> Answer:
+        forwarded = not self.console.handles(request.path)
+        refused = self.guard.refusal(request, forwarded=forwarded)
+        if refused is not None:
+            return refused
+        if not forwarded:
+            return self.console.answer(request)
+        # The API's own path, then the request's (a path: the guard refused any other target).
+        base = self._api.raw_path.split(b"?", 1)[0].rstrip(b"/")
+        url = self._api.copy_with(raw_path=base + request.target.encode("ascii"))
+        headers = {k: v for k, v in request.headers.items() if k in _FORWARDED}
+        try:
+            r = self._http.request(request.method, url, content=request.body, headers=headers)
+        except httpx.HTTPError as exc:
+            self._say(f"console proxy: {request.method} {request.path}: {exc}")
+            return problem(502, "Bad gateway", f"the API is unreachable: {exc}", "bad-gateway")
+        kept = {k: v for k, v in r.headers.items() if k.lower() not in _HOP}
+        return r.status_code, kept, r.content
 
     def stop(self) -> None:
         super().stop()

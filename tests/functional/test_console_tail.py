@@ -186,13 +186,16 @@ def test_proxy_for_a_deployed_api_signs_calls_and_has_no_tail() -> None:
     ).start()  # fmt: skip
     try:
         path = "/apis/eventing.knative.dev/v1/namespaces/default/triggers"
-        r = httpx.get(f"{proxy.url}{path}", timeout=5)
+        token = {"x-console-token": proxy.console.token}
+        r = httpx.get(f"{proxy.url}{path}", headers=token, timeout=5)
         assert r.status_code == 200 and r.json() == {"items": []}
         (request,) = seen
         assert str(request.url) == f"{target.url}{path}"  # the stage kept
         assert request.headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKID")
         assert "/eu-west-1/execute-api/" in request.headers["authorization"]
-        assert httpx.get(f"{proxy.url}/ui", timeout=5).status_code == 200
+        assert "x-console-token" not in request.headers  # the page's, never sent on
+        page = httpx.get(f"{proxy.url}/ui", timeout=5)
+        assert page.status_code == 200 and proxy.console.token in page.text
         assert httpx.get(f"{proxy.url}/ui/events", timeout=5).status_code == 204
         assert len(seen) == 1  # the page's own files are never fetched from the API
     finally:

@@ -2,6 +2,9 @@
 const CP = "/apis/eventing.knative.dev/v1/namespaces";
 const TAIL_ROWS = 500; // rows kept on the page
 const $ = (id) => document.getElementById(id);
+// This run's token, written into the page by the server: the signing proxy forwards only calls
+// that carry it, and the local runtime wants it on a browser's control-plane writes.
+const TOKEN = document.querySelector('meta[name="console-token"]').content;
 const ns = () => encodeURIComponent($("namespace").value.trim() || "default");
 let dlqTrigger = null;
 let tail = null;
@@ -20,7 +23,7 @@ function say(text, isError) {
 }
 
 async function api(method, path, body) {
-  const init = { method, headers: { accept: "application/json" } };
+  const init = { method, headers: { accept: "application/json", "x-console-token": TOKEN } };
   if (body !== undefined) {
     init.headers["content-type"] = "application/json";
     init.body = JSON.stringify(body);
@@ -300,7 +303,8 @@ async function loadCharts() {
   const area = $("chart-area");
   try {
     const [text, stats] = await Promise.all([
-      fetch("/metrics").then((r) => r.text()), fetch("/ui/stats").then((r) => r.json())]);
+      fetch("/metrics", { headers: { "x-console-token": TOKEN } }).then((r) => r.text()),
+      fetch("/ui/stats").then((r) => r.json())]);
     const namespace = $("namespace").value.trim() || "default";
     const per = {};
     for (const m of parseMetrics(text)) {
