@@ -227,7 +227,7 @@ def test_local_lambda_reports_a_cluster_it_cannot_reach(
     import socket
 
     from brokerctl.bootstrap import bootstrap
-    from brokerctl.kafka_local import CONNECTION_PROBLEM
+    from brokerctl.kafka_moto import CONNECTION_PROBLEM
     from chalicelib.adapters.lambda_mappings import LambdaMappings
 
     allow_kafka_mappings_in_moto()
