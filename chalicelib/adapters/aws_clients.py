@@ -10,6 +10,21 @@ from typing import Any
 
 from chalicelib.config import Settings
 
+# Every call's worst case is ATTEMPTS x (connect + read) plus botocore's standard-mode backoff
+# between attempts: before attempt k + 1 a throttled call waits up to 2^(k-1) s, and up to 5 s more
+# when the answer asks for it (x-amz-retry-after). 2 x (1 + 3) + (1 + 5) = 14 s: half of the API
+# function's 29 s (API Gateway's limit), so that a call failing as slowly as it can still leaves
+# the function the time to answer 503 and undo what it began instead of being cut off. (It was
+# 4 x (5 + 30) + 22 = 162 s.) tests/unit/test_aws_clients.py holds the clients to every function
+# timeout in .chalice/config.json.
+ATTEMPTS = 2
+CONNECT_TIMEOUT_SECONDS = 1
+READ_TIMEOUT_SECONDS = 3
+# An emulator (Settings.endpoint_url: moto, LocalStack) may load a service on its first call for
+# longer than any call on AWS takes (LocalStack starts DynamoDB Local, a JVM; moto imports the
+# service's backend), and no API Gateway bounds the local runtime: its clients read for longer.
+EMULATOR_READ_TIMEOUT_SECONDS = 30
+
 
 class AwsClients:
     def __init__(self, settings: Settings) -> None:
@@ -35,11 +50,12 @@ class AwsClients:
         import boto3
         from botocore.config import Config
 
+        emulated = self._settings.endpoint_url is not None
         options: dict[str, Any] = {
-            "retries": {"max_attempts": 3, "mode": "standard"},
+            "retries": {"total_max_attempts": ATTEMPTS, "mode": "standard"},
             "max_pool_connections": 50,
-            "connect_timeout": 5,
-            "read_timeout": 30,
+            "connect_timeout": CONNECT_TIMEOUT_SECONDS,
+            "read_timeout": EMULATOR_READ_TIMEOUT_SECONDS if emulated else READ_TIMEOUT_SECONDS,
             **overrides,
         }
         # A session per client: boto3's default session is not safe to build clients from in
