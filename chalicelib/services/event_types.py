@@ -1,9 +1,12 @@
 """Where the registry learns which event types each broker has seen.
 
-- ``EventTypeSample``: kept by the ingress, in memory: a bounded set of (type, source,
-  datacontenttype) per broker with first/last seen, written to the store (kind ``eventtypes``) at
-  most once per ``interval`` when a new type appeared, and every ten intervals otherwise. No store
-  call per event: only that flush, from the request that finds it due.
+- ``EventTypeSample``: kept by the ingress, in memory: a set of (type, source, datacontenttype)
+  per broker with first/last seen, written to the store (kind ``eventtypes``) at most once per
+  ``interval`` when a new type appeared, and every ten intervals otherwise. No store call per
+  event: only that flush, from the request that finds it due. Bounded in bytes: a key whose
+  parts are over MAX_PART_CHARS is not sampled, a broker's sample holds at most ``max_types``
+  keys and MAX_SAMPLE_BYTES, the container's at most MAX_TOTAL_BYTES (flushed samples of other
+  brokers are dropped to make room), and the stored sample MAX_STORED_BYTES.
 - ``MetricsEventTypes``: the metrics job's ``event_types.json`` (the ``event_types`` table rolled
   up; Lambda has neither pyspark nor pyarrow to read the Parquet table), fetched at most once per
   ``ttl``.
@@ -25,6 +28,7 @@ from chalicelib.core.archive import rfc3339
 from chalicelib.core.clock import utcnow
 from chalicelib.core.cloudevents.event import CloudEvent
 from chalicelib.core.errors import BrokerError, ConflictError, NotFoundError
+from chalicelib.core.limits import MAX_CACHED_KEY_CHARS
 from chalicelib.core.registry.entities import ObservedType
 from chalicelib.ports import Blobs, ResourceStore
 
@@ -34,12 +38,24 @@ SAMPLE_KIND = "eventtypes"
 METRICS_FILE = "event_types.json"
 QUIET_FLUSH_FACTOR = 10
 
+# A sample is a registry's listing, not the archive: a type, source or media type longer than a
+# cache key is not sampled (a 1 MB source held 1 MB per key: 190 MiB for one broker's sample).
+MAX_PART_CHARS = MAX_CACHED_KEY_CHARS
+MAX_SAMPLE_BYTES = 64 * 1024  # the keys of one broker's sample in memory, in UTF-8
+MAX_TOTAL_BYTES = 8 * 1024 * 1024  # every broker's, in one container
+MAX_STORED_BYTES = 128 * 1024  # the keys of the stored sample (a DynamoDB item is <= 400 KB)
+
 Key = tuple[str, str, str]  # type, source, datacontenttype ("" when absent)
+
+
+def key_bytes(key: Key) -> int:
+    return sum(len(part.encode("utf-8", "surrogatepass")) for part in key)
 
 
 @dataclass
 class _Buffer:
     seen: dict[Key, list[datetime]] = field(default_factory=dict)  # key -> [first, last]
+    size: int = 0  # key_bytes of ``seen``
     new: bool = False  # a key not yet flushed
     dirty: bool = False  # anything not yet flushed
     flushed_at: float = float("-inf")
@@ -62,6 +78,7 @@ class EventTypeSample:
         self._monotonic = monotonic
         self._clock = clock
         self._buffers: dict[tuple[str, str], _Buffer] = {}
+        self._total = 0  # key_bytes of every buffer
         self._lock = threading.Lock()
 
     def observe(self, namespace: str, broker: str, events: Sequence[CloudEvent]) -> None:
@@ -70,15 +87,19 @@ class EventTypeSample:
         with self._lock:
             buf = self._buffers.setdefault((namespace, broker), _Buffer())
             for event in events:
-                dct = event.get("datacontenttype") or event.get("contenttype") or ""
-                key = (event.type, event.source, str(dct))
+                dct = str(event.get("datacontenttype") or event.get("contenttype") or "")
+                key = (event.type, event.source, dct)
+                if max(map(len, key)) > MAX_PART_CHARS:
+                    continue
                 times = buf.seen.get(key)
                 if times is not None:
                     times[1] = now
-                elif len(buf.seen) < self._max_types:
+                    buf.dirty = True
+                elif self._room(buf, size := key_bytes(key)):
                     buf.seen[key] = [now, now]
-                    buf.new = True
-                buf.dirty = True
+                    buf.size += size
+                    self._total += size
+                    buf.new = buf.dirty = True
             elapsed = self._monotonic() - buf.flushed_at
             due = buf.dirty and (
                 (buf.new and elapsed >= self._interval)
@@ -92,6 +113,19 @@ class EventTypeSample:
         if not self._flush(namespace, broker, snapshot):
             with self._lock:
                 buf.new = buf.dirty = True  # try again at the next due time
+
+    def _room(self, buf: _Buffer, size: int) -> bool:
+        """Whether a new key of ``size`` bytes fits ``buf`` and the container's budget, after
+        dropping other brokers' samples that are flushed (the store has them; their next event
+        is new to this container again) if need be."""
+        if len(buf.seen) >= self._max_types or buf.size + size > MAX_SAMPLE_BYTES:
+            return False
+        if self._total + size > MAX_TOTAL_BYTES:
+            for name, other in list(self._buffers.items()):
+                if other is not buf and not other.dirty:
+                    del self._buffers[name]
+                    self._total -= other.size
+        return self._total + size <= MAX_TOTAL_BYTES
 
     def _flush(
         self, namespace: str, broker: str, seen: Mapping[Key, tuple[datetime, datetime]]
@@ -119,15 +153,23 @@ class EventTypeSample:
 def merge_sample(
     doc: Mapping[str, Any] | None, seen: Mapping[Key, tuple[datetime, datetime]], limit: int
 ) -> dict[str, Any]:
-    """The stored sample with ``seen`` folded in, the most recently seen ``limit`` entries."""
+    """The stored sample with ``seen`` folded in, the most recently seen ``limit`` entries within
+    MAX_STORED_BYTES (a stored row over MAX_PART_CHARS, from before the bound, is dropped)."""
     entries: dict[Key, tuple[datetime, datetime]] = {}
     for row in (doc or {}).get("types", []):
         key = (row["type"], row["source"], row.get("datacontenttype") or "")
-        entries[key] = (_parse(row["first_seen"]), _parse(row["last_seen"]))
+        if max(map(len, key)) <= MAX_PART_CHARS:
+            entries[key] = (_parse(row["first_seen"]), _parse(row["last_seen"]))
     for key, (first, last) in seen.items():
         old = entries.get(key)
         entries[key] = (min(first, old[0]), max(last, old[1])) if old else (first, last)
-    kept = sorted(entries.items(), key=lambda kv: kv[1][1], reverse=True)[:limit]
+    kept = []
+    budget = MAX_STORED_BYTES
+    for entry in sorted(entries.items(), key=lambda kv: kv[1][1], reverse=True)[:limit]:
+        budget -= key_bytes(entry[0])
+        if budget < 0:
+            break
+        kept.append(entry)
     rows = []
     for (t, source, dct), (first, last) in sorted(kept):
         row = {
