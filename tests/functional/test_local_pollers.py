@@ -141,3 +141,47 @@ def test_a_redrive_wakes_the_idle_dead_letter_queue(
     sqs.send_message(QueueUrl=urls[q], MessageBody="doomed")
     _until(lambda: dead.bodies == ["doomed"], 20, "the redriven message on the DLQ")
     assert main.bodies == ["doomed"]
+
+
+def test_a_dlq_is_polled_only_while_its_trigger_has_a_dead_letter_sink(
+    aws_settings: Any, aws_clients: Any, quick: None
+) -> None:
+    """Issue 32: a trigger's DLQ has an event source mapping only while the trigger has a
+    dead-letter sink, and local mode's pollers follow the mappings that exist: the control plane
+    provisions through the real Lambda and SQS APIs, and the supervisor lists them from Lambda."""
+    from dataclasses import replace
+
+    from brokerctl.bootstrap import bootstrap
+    from chalicelib.container import Container
+
+    settings = replace(aws_settings, queue_prefix=f"sb-{uuid.uuid4().hex[:6]}-")
+    bootstrap(settings, aws_clients, say=lambda line: None)
+    c = Container(settings)
+    c.brokers.put("ns", "default", {"metadata": {"name": "default"}})
+
+    def put_trigger(**delivery: Any) -> None:
+        spec: dict[str, Any] = {"broker": "default", "subscriber": {"uri": "http://sub.example/"}}
+        if delivery:
+            spec["delivery"] = delivery
+        c.triggers.put("ns", "tr", {"metadata": {"name": "tr"}, "spec": spec})
+
+    handlers = {settings.delivery_function: Recorder(), settings.dead_letter_function: Recorder()}
+    sources = SqsEventSources(aws_clients, handlers, settings.region, print)
+    queue = c.provisioner.queue_names(("ns", "default", "tr"))[0]
+    dlq = c.provisioner.dlq_of(("ns", "default", "tr"))
+
+    def polled() -> set[str]:
+        """The queues the supervisor polls (it keeps one poller per wanted mapping)."""
+        wanted = sources.wanted().values()
+        return {m.queue_arn.rsplit(":", 1)[-1] for m in wanted} & {queue, dlq}
+
+    try:
+        put_trigger()
+        assert polled() == {queue}  # no sink: dead letters wait in the DLQ, unpolled
+        put_trigger(deadLetterSink={"uri": "http://dls.example/"})
+        assert polled() == {queue, dlq}
+        put_trigger()  # the sink removed: its mapping goes, and so does the poller
+        assert polled() == {queue}
+    finally:
+        c.triggers.delete("ns", "tr")
+        c.brokers.delete("ns", "default")

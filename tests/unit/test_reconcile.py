@@ -295,6 +295,24 @@ def test_removed_dead_letter_sink_drops_only_the_dlq_mapping() -> None:
     ]
 
 
+def test_an_added_dead_letter_sink_adds_only_the_dlq_mapping() -> None:
+    _, orders_dlq = names(ORDERS)
+    changed = replace(DESIRED, triggers=(trigger("orders", retry=10, **DLS), AUDIT))
+    assert plan(changed, CONVERGED) == [CreateMapping(orders_dlq, "sb-dead_letter", 10)]
+
+
+def test_a_dlq_without_a_sink_has_no_mapping_and_one_left_over_is_deleted() -> None:
+    """Dead letters without a sink wait in the DLQ for ``dlq list/redrive``: nothing polls it."""
+    _, orders_dlq = names(ORDERS)
+    assert not any(
+        isinstance(a, CreateMapping) and a.queue_name == orders_dlq
+        for a in plan(DESIRED, ObservedState())
+    )
+    stray = ObservedMapping("stray", orders_dlq, "sb-dead_letter", True, 10)
+    observed = replace(CONVERGED, mappings=(*CONVERGED.mappings, stray))
+    assert plan(DESIRED, observed) == [DeleteMapping("stray", orders_dlq, "sb-dead_letter")]
+
+
 def test_broker_missing_gets_no_queues() -> None:
     orphan = trigger("early", broker="later")
     assert plan(DesiredState(CONFIG, (broker(),), (orphan,)), ObservedState()) == []
