@@ -427,7 +427,9 @@ class _Slow(ById):
 def test_a_packs_events_that_could_outlast_the_invocation_go_back_untried() -> None:
     from chalicelib.services.delivery import PACK_SETTLE_SECONDS
 
-    h = Harness()
+    # One request in flight: the slow event's attempt ends before the others would start.
+    one = replace(Settings(), cache_ttl_seconds=0.0, local_mode=True, delivery_in_flight=1)
+    h = Harness(settings=one)
     sender = _Slow({})
     h.container.sender = sender  # type: ignore[misc]
     h.broker()
