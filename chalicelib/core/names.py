@@ -45,7 +45,7 @@ def quote(value: object) -> str:
 
 
 def is_dns1123_label(value: str) -> bool:
-    return len(value) <= MAX_NAME_LENGTH and _DNS1123_LABEL.match(value) is not None
+    return len(value) <= MAX_NAME_LENGTH and _DNS1123_LABEL.fullmatch(value) is not None
 
 
 def name_problems(value: object, field: str, *, what: str = "name") -> list[Problem]:
@@ -58,7 +58,7 @@ def name_problems(value: object, field: str, *, what: str = "name") -> list[Prob
         return [
             Problem(field, f"{what} {quote(value)} is longer than {MAX_NAME_LENGTH} characters")
         ]
-    if not _DNS1123_LABEL.match(value):
+    if not _DNS1123_LABEL.fullmatch(value):
         return [
             Problem(
                 field,
@@ -78,7 +78,7 @@ def namespace_problems(value: object, field: str = "metadata.namespace") -> list
 
 
 def check_prefix(prefix: str) -> None:
-    if len(prefix) > MAX_PREFIX_LENGTH or not _PREFIX.match(prefix):
+    if len(prefix) > MAX_PREFIX_LENGTH or not _PREFIX.fullmatch(prefix):
         raise ValueError(
             f"queue prefix {quote(prefix)} must be at most {MAX_PREFIX_LENGTH} characters of "
             "[A-Za-z0-9_-]"
@@ -147,4 +147,4 @@ def is_owned_queue(prefix: str, name: str) -> bool:
     Prefixes of different deployments sharing an account must not be prefixes of each other
     (``sb-`` and ``sb-prod-``), or each would take the other's queues for its own.
     """
-    return name.startswith(prefix) and _OWNED_TAIL.match(name[len(prefix) :]) is not None
+    return name.startswith(prefix) and _OWNED_TAIL.fullmatch(name[len(prefix) :]) is not None

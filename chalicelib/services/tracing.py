@@ -26,7 +26,7 @@ def next_hop(headers: Mapping[str, str]) -> dict[str, str]:
     """``traceparent`` (and ``tracestate``) for the next hop: the incoming trace continued with a
     fresh span id, or a new trace when none (or a malformed one) came in."""
     incoming = headers.get("traceparent", "").strip().lower()
-    match = _TRACEPARENT.match(incoming)
+    match = _TRACEPARENT.fullmatch(incoming)
     if match and match.group(2) != "0" * 32:
         trace_id, flags = match.group(2), match.group(4)
         out = {"traceparent": f"00-{trace_id}-{_span_id()}-{flags}"}
@@ -37,5 +37,5 @@ def next_hop(headers: Mapping[str, str]) -> dict[str, str]:
 
 
 def trace_id(traceparent: str) -> str | None:
-    match = _TRACEPARENT.match(traceparent.strip().lower())
+    match = _TRACEPARENT.fullmatch(traceparent.strip().lower())
     return match.group(2) if match else None

@@ -36,7 +36,7 @@ def message_group(partition_key: object) -> str:
     if partition_key is None:
         return UNKEYED_GROUP
     key = str(partition_key)
-    if _SQS_ID.match(key):
+    if _SQS_ID.fullmatch(key):
         return key
     return "sha256:" + hashlib.sha256(key.encode()).hexdigest()
 
@@ -56,7 +56,7 @@ def moved_dedup_id(message_id: str) -> str:
     """The deduplication id of a message moved from one queue to another: the id the message had
     where it came from (a move retried after a failed delete collapses; a message redriven and
     dead-lettered again has a new id in the queue, so it is not taken for the first move)."""
-    return message_id if _SQS_ID.match(message_id) else body_dedup_id(message_id)
+    return message_id if _SQS_ID.fullmatch(message_id) else body_dedup_id(message_id)
 
 
 def group_of(attributes: Mapping[str, str]) -> str:

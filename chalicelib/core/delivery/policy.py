@@ -91,7 +91,7 @@ def parse_retry_after(value: str, now: datetime) -> float | None:
     if now.tzinfo is None:
         now = now.replace(tzinfo=UTC)
     text = value.strip()
-    if _DELTA_SECONDS.match(text):
+    if _DELTA_SECONDS.fullmatch(text):
         # Any number of digits may come: past 9 (31 years) the wait is longer than SQS can hold
         # a message anyway, and int/float would refuse thousands of digits.
         digits = text.lstrip("0") or "0"

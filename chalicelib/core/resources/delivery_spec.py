@@ -192,7 +192,7 @@ def kafka_uri_problems(value: str, path: str) -> list[Problem]:
         return [
             Problem(path, f"{quote(value)} must name a bootstrap server: kafka://host:port/topic")
         ]
-    if parts.query or parts.fragment or not _KAFKA_TOPIC.match(topic) or topic in (".", ".."):
+    if parts.query or parts.fragment or not _KAFKA_TOPIC.fullmatch(topic) or topic in (".", ".."):
         return [
             Problem(
                 path,

@@ -52,7 +52,7 @@ def parse_duration(text: str) -> float:
     """Seconds in an ISO-8601 duration; raises DurationError with a message a person can act on."""
     if not isinstance(text, str):
         raise DurationError(f"must be an ISO-8601 duration string ({_EXAMPLES})")
-    match = _PATTERN.match(text)
+    match = _PATTERN.fullmatch(text)
     if match is None:
         raise DurationError(f"{_quote(text)} is not an ISO-8601 duration ({_EXAMPLES})")
     groups = [match.group(i) for i in (2, 3, 4, 5, 7, 8, 9)]

@@ -100,7 +100,7 @@ def _secret(
         if required:
             problems.append(Problem(path, "is required: the Secrets Manager ARN of the secret"))
         return None
-    if not isinstance(value, str) or not _SECRET_ARN.match(value):
+    if not isinstance(value, str) or not _SECRET_ARN.fullmatch(value):
         problems.append(Problem(path, f"{quote(value)} is not a Secrets Manager secret ARN"))
         return None
     return value
@@ -114,7 +114,7 @@ def _ids(
     if not isinstance(raw, list):
         problems.append(Problem(path, "must be a list"))
         return ()
-    bad = [v for v in raw if not isinstance(v, str) or not pattern.match(v)]
+    bad = [v for v in raw if not isinstance(v, str) or not pattern.fullmatch(v)]
     for value in bad:
         problems.append(Problem(path, f"{quote(value)} is not a valid id"))
     return () if bad else tuple(sorted(set(raw)))
