@@ -55,7 +55,7 @@ class CallCounter:
         # event_name: before-call.<service>.<Operation>
         _, service, operation = event_name.split(".", 2)
         name = threading.current_thread().name
-        if "process_request_thread" in name:
+        if name.startswith("waitress-"):  # the local HTTP server's handlers
             role = "ingress"
         elif name == "archive":  # the archive's flusher (records gathered across requests)
             role = "archive"
