@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 STAGE ?= prod
 
-.PHONY: install run test check lint typecheck bench deploy destroy package clean localstack localstack-venv
+.PHONY: interop-js install run test check lint typecheck bench deploy destroy package clean localstack localstack-venv
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@test -n "$(PYTHON)" || { echo "need Python 3.12 (python3.12 on PATH, or pyenv install 3.12)"; exit 1; }
@@ -52,11 +52,24 @@ localstack: $(LS_STAMP)
 run: $(STAMP)
 	$(PY) -m brokerctl dev
 
+# The CloudEvents SDK for JavaScript for the interop test (tests/interop), from its lock file;
+# without npm, or when the install fails, that test skips with the reason.
+INTEROP_JS := tests/interop/js/node_modules/.package-lock.json
+$(INTEROP_JS): tests/interop/js/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		(cd tests/interop/js && npm ci --no-audit --no-fund --loglevel=error) \
+			|| echo "warning: npm ci failed in tests/interop/js: the interop test will be skipped"; \
+	else \
+		echo "note: no npm: the JavaScript interop test (tests/interop) will be skipped"; \
+	fi
+
+interop-js: $(INTEROP_JS)
+
 # The in-process suites (no subprocess runtime, no emulator of their own) run on both cores; the
 # rest (local runtimes, emulators, Spark, fault injection, timing) one test at a time, as their
 # deadlines assume. PYTEST_ARGS runs what it names, in one process.
 IN_PROCESS := tests/unit tests/functional tests/fuzz
-test: $(STAMP) $(CHROMIUM) $(FIREFOX) $(LS_STAMP)
+test: $(STAMP) $(CHROMIUM) $(FIREFOX) $(LS_STAMP) $(INTEROP_JS)
 ifeq ($(strip $(PYTEST_ARGS)),)
 	$(PY) -m pytest -W error -n 2 --durations=10 $(IN_PROCESS)
 	$(PY) -m pytest -W error --durations=25 $(addprefix --ignore=,$(IN_PROCESS))
