@@ -6,6 +6,7 @@ the committed offset."""
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 import uuid
@@ -299,3 +300,70 @@ def test_without_the_kafka_flag_sources_are_read_from_the_clusters_they_name(kaf
         assert ready["reason"] == "ClusterUnreachable" and "Connection error" in ready["message"]
     finally:
         stop_local_broker(plain)
+
+
+def test_a_record_whose_data_breaks_pattern_matching_is_rejected_and_the_batch_goes_on(
+    runtime: LocalBroker, kafka: str
+) -> None:
+    """Issue 31, item 4: a structured event whose data nests 900 arrays, read by a broker with an
+    eventPattern trigger on data, does not hold up the records around it (before, its
+    RecursionError failed the batch until Lambda's retries ran out, and took its neighbours along;
+    tests/functional/test_kafka_ingress.py pins the rejection of any such error)."""
+    ns, topic = f"k-{uuid.uuid4().hex[:6]}", f"deep-{uuid.uuid4().hex[:6]}"
+    with EventDisplay() as subscriber:
+        r = runtime.put(ns, "brokers", "default", {"metadata": {"name": "default"}})
+        assert r.status_code in (200, 201), r.text
+        spec = {
+            "broker": "default",
+            "subscriber": {"uri": subscriber.url},
+            "filters": [{"eventPattern": {"data": {"n": [{"exists": True}]}}}],
+        }
+        r = runtime.put(ns, "triggers", "pattern", {"metadata": {"name": "pattern"}, "spec": spec})
+        assert r.status_code in (200, 201), r.text
+        runtime.wait_ready(ns, "triggers", "pattern")
+        put_source(runtime, ns, "deep", source_spec(kafka, topic))
+        deep: Any = 1
+        for _ in range(900):
+            deep = [deep]
+
+        def structured(event_id: str, data: Any) -> KafkaRecord:
+            doc = {"specversion": "1.0", "id": event_id, "source": "/k", "type": "t", "data": data}
+            return KafkaRecord(
+                None, json.dumps(doc).encode(), (("content-type", b"application/cloudevents+json"),)
+            )
+
+        produce(kafka, topic, [structured("ok-1", {"n": 1}), structured("deep-1", deep),
+                               structured("ok-2", {"n": 2})])  # fmt: skip
+        assert subscriber.wait_for(lambda got: len(got) >= 2, timeout=20)
+        time.sleep(0.5)
+        assert sorted(g.headers["ce-id"] for g in subscriber.received) == ["ok-1", "ok-2"]
+        # Refused (depth bounded at decode, a RecursionError while matching) or matching nothing:
+        # either way the partition went on; a refusal is in the failure queue, as produced.
+        url = f"{runtime.url}{KS}/{ns}/kafkasources/deep/failures"
+        for failure in httpx.get(url).json()["items"]:
+            assert failure["reason"] == "invalid_event"
+            assert json.loads(base64.b64decode(failure["record"]["value"]))["id"] == "deep-1"
+
+
+def test_latest_reads_what_is_produced_right_after_ready(runtime: LocalBroker, kafka: str) -> None:
+    """Issue 31, item 8: with initialOffset latest (the default) a record produced the moment the
+    source is Ready is delivered: the group's offsets are committed before Ready, and the poller,
+    however late it joins, resumes from them (before, it started at the log end it found when it
+    joined and skipped the record)."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    ns, topic = f"k-{uuid.uuid4().hex[:6]}", f"latest-{uuid.uuid4().hex[:6]}"
+    admin = KafkaAdminClient(bootstrap_servers=kafka)
+    admin.create_topics([NewTopic(topic, 2, 1)])  # latest needs the topic, as Knative's does
+    admin.close()
+    produce(kafka, topic, [binary_record("before-1", b"older than the source")])
+    with EventDisplay() as subscriber:
+        broker_and_trigger(runtime, ns, subscriber.url)
+        spec = source_spec(kafka, topic)
+        del spec["initialOffset"]  # the default: latest
+        doc = put_source(runtime, ns, "latest", spec)
+        assert doc["spec"]["initialOffset"] == "latest"
+        produce(kafka, topic, [binary_record("after-1", b"produced once Ready")])
+        assert subscriber.wait_for(lambda got: len(got) >= 1, timeout=30)
+        time.sleep(0.5)  # the record from before the source does not follow
+        assert [g.headers["ce-id"] for g in subscriber.received] == ["after-1"]
