@@ -28,6 +28,7 @@ _SETTINGS = Settings.from_env()
 # is powertools' alone (JSON), not also Chalice's plain-text handler.
 # BrokerChalice: Chalice that also answers a Lambda Function URL's events (docs/cost.md).
 app = BrokerChalice(app_name=APP_NAME, configure_logs=not _SETTINGS.on_lambda)
+app.ingress_only = _SETTINGS.function_url_ingress_only  # the URL's callers may be any producer
 # API Gateway passes bodies of these media types to Lambda base64-encoded, so binary event data
 # arrives byte-exact; other (text) types arrive as UTF-8 text. Not "*/*": then every *response*
 # would be binary too, and API Gateway answers clients without an Accept header with base64 text.

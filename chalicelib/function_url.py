@@ -9,6 +9,13 @@ Authentication: API Gateway checks the control plane's IAM authorizer before Lam
 Function URL checks SigV4 itself when its AuthType is AWS_IAM (``requestContext.authorizer.iam``
 is then present), and nothing when it is NONE. So a request whose event carries no IAM identity
 reaches only the public routes (the ingress, /healthz): a control-plane route answers 401 there.
+
+With AWS_IAM, any principal allowed ``lambda:InvokeFunctionUrl`` on the function (a producer's
+role, given it to send events) is an IAM caller of every route of every namespace: Lambda checks
+the right to invoke the function, not a route. A stage whose Function URL is for producers serves
+only the public routes there (``ingress_only``, ``BROKER_FUNCTION_URL_INGRESS_ONLY``, set from
+``function_url.routes: "ingress"`` in ``.chalice/config.json``): every other route answers 404
+problem+json, whoever signs; the control plane stays behind API Gateway's IAM authorizer.
 """
 
 from __future__ import annotations
@@ -128,6 +135,18 @@ def _problem(doc: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _not_served() -> dict[str, Any]:
+    return _problem(
+        problem_document(
+            404,
+            "Not served on this URL",
+            "this Function URL serves only the ingress (POST /{namespace}/{broker}) and /healthz; "
+            "the control plane is on the API's own URL",
+            "not-served-here",
+        )
+    )
+
+
 def _unauthorized() -> dict[str, Any]:
     return _problem(
         problem_document(
@@ -142,9 +161,11 @@ def _unauthorized() -> dict[str, Any]:
 
 class BrokerChalice(Chalice):
     """Chalice, also callable with a Function URL's events. ``public_routes`` names the routes
-    that need no IAM identity (the rest carry the IAM authorizer under API Gateway)."""
+    that need no IAM identity (the rest carry the IAM authorizer under API Gateway);
+    ``ingress_only``: a Function URL serves those only, to any caller."""
 
     public_routes: frozenset[str] = frozenset()
+    ingress_only: bool = False
     _url_routes: Routes | None = None
 
     def __call__(self, event: Any, context: Any) -> Any:
@@ -163,6 +184,8 @@ class BrokerChalice(Chalice):
             return _problem(no_route_problem())
         route, params = found
         authorizer = (event.get("requestContext") or {}).get("authorizer") or {}
+        if route not in self.public_routes and self.ingress_only:
+            return _not_served()
         if route not in self.public_routes and not authorizer.get("iam"):
             return _unauthorized()
         rest = to_rest_event(event, route, params)

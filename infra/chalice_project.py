@@ -182,6 +182,10 @@ def patch_package(
         api["Properties"].update(protection.sam_properties(log_group))
     if "APIHandler" in patched["Resources"]:  # the cheaper ingress (infra/function_url.py)
         url = function_url.FunctionUrl.of_stage(config, stage)
+        api_props = patched["Resources"]["APIHandler"]["Properties"]
+        api_props.setdefault("Environment", {}).setdefault("Variables", {}).update(
+            url.environment()
+        )
         patched["Resources"].update(url.sam_resources("APIHandler"))
         patched.setdefault("Outputs", {}).update(url.sam_output())
     return patched

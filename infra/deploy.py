@@ -201,6 +201,8 @@ def deploy(session: Any, stage: str, parameters: dict[str, str], public_url: str
     url = public_url or _deployed_url(project, stage)
 
     environment = chalice_project.stage_environment(template, outputs)
+    # What the Function URL serves (infra/function_url.py): read by the API function.
+    environment.update(function_url.FunctionUrl.of_stage(config, stage).environment())
     layers = None
     if spool_layer.carrying(config, stage):  # carried archive records' shutdown extension
         name = spool_layer.layer_name(APP_NAME, stage)

@@ -4,13 +4,20 @@ access logs, and Lambda's 6 MB request/response limit instead of API Gateway's 1
 
 Per stage in ``.chalice/config.json``::
 
-    "function_url": {"auth_type": "AWS_IAM"}     # or "NONE"; {"enabled": false} for none
+    "function_url": {"auth_type": "AWS_IAM",     # or "NONE"; {"enabled": false} for none
+                     "routes": "ingress"}        # or "all" (the default)
 
 AWS_IAM (the default): every caller signs with SigV4 and needs ``lambda:InvokeFunctionUrl`` on
-the function in its own IAM policy. NONE: anyone may call it; the function then lets a request
-without an IAM identity reach only the public routes (the ingress and /healthz,
-``chalicelib/function_url.py``), so choose it only where every broker authenticates producers
-with its own tokens (docs/tokens) or is meant to be open.
+the function in its own IAM policy. That right is the function's, not a route's: with
+``routes: "all"`` a producer's role allowed to post events there is also a control-plane caller of
+every namespace. ``routes: "ingress"`` (BROKER_FUNCTION_URL_INGRESS_ONLY on the API function)
+serves only the ingress and /healthz on the URL, to every caller; the control plane stays on API
+Gateway, behind its IAM authorizer (docs/deploy.md).
+
+NONE: anyone may call it; the function then lets a request without an IAM identity reach only
+the public routes (the ingress and /healthz, ``chalicelib/function_url.py``), so choose it only
+where every broker authenticates producers with its own tokens (docs/tokens) or is meant to be
+open.
 
 Two ways in, as for the API's protection: the packaged template gets an ``AWS::Lambda::Url`` (and,
 for NONE, the public permissions), and ``chalice deploy`` gets it through the Lambda API after.
@@ -24,6 +31,8 @@ from typing import Any
 
 URL_ID = "APIHandlerFunctionUrl"
 AUTH_TYPES = ("AWS_IAM", "NONE")
+ROUTES = ("all", "ingress")
+INGRESS_ONLY_VARIABLE = "BROKER_FUNCTION_URL_INGRESS_ONLY"  # chalicelib/config.py
 _STATEMENTS = ("FunctionUrlPublic", "FunctionUrlPublicInvoke")
 
 
@@ -31,6 +40,7 @@ _STATEMENTS = ("FunctionUrlPublic", "FunctionUrlPublicInvoke")
 class FunctionUrl:
     enabled: bool = True
     auth_type: str = "AWS_IAM"
+    routes: str = "all"
 
     @classmethod
     def of_stage(cls, config: dict[str, Any], stage: str) -> FunctionUrl:
@@ -38,7 +48,14 @@ class FunctionUrl:
         auth = str(spec.get("auth_type", "AWS_IAM"))
         if auth not in AUTH_TYPES:
             raise SystemExit(f"error: function_url.auth_type of stage {stage}: one of {AUTH_TYPES}")
-        return cls(enabled=bool(spec.get("enabled", True)), auth_type=auth)
+        routes = str(spec.get("routes", "all"))
+        if routes not in ROUTES:
+            raise SystemExit(f"error: function_url.routes of stage {stage}: one of {ROUTES}")
+        return cls(enabled=bool(spec.get("enabled", True)), auth_type=auth, routes=routes)
+
+    def environment(self) -> dict[str, str]:
+        """What the API function reads to serve only the ingress on its URL."""
+        return {INGRESS_ONLY_VARIABLE: "true" if self.routes == "ingress" else "false"}
 
     def sam_resources(self, function_logical_id: str) -> dict[str, Any]:
         """The resources to add to a ``chalice package`` template."""

@@ -149,3 +149,52 @@ def test_repeated_headers_and_cookies_in_the_answer() -> None:
         "body": "ok",
         "isBase64Encoded": False,
     }
+
+
+# ---- a URL that serves only the ingress (issue 31, item 10) --------------------------------------
+
+
+@pytest.fixture
+def ingress_only() -> Iterator[None]:
+    app.ingress_only = True
+    yield
+    app.ingress_only = False
+
+
+@pytest.mark.usefixtures("ingress_only")
+def test_an_ingress_only_url_refuses_the_control_plane_to_any_signed_caller(h: Harness) -> None:
+    """AWS_IAM checks the right to invoke the function, not a route: a producer's role that may
+    post events through the URL would otherwise read and write every namespace's resources."""
+    for event in (_cp_event(IAM), _cp_event(None)):
+        answer = invoke(event)
+        assert answer["statusCode"] == 404, answer
+        assert answer["headers"]["Content-Type"] == "application/problem+json"
+        problem = json.loads(decoded_body(answer))
+        assert problem["type"].endswith("/not-served-here") and problem["status"] == 404
+    registry = url_event(rawPath="/registry/endpoints", body=None, isBase64Encoded=False)
+    registry["requestContext"]["http"]["method"] = "GET"
+    registry["requestContext"]["authorizer"] = IAM
+    assert invoke(registry)["statusCode"] == 404
+    assert h.store.list("broker", "ns")  # nothing changed, nothing listed
+
+
+@pytest.mark.usefixtures("ingress_only")
+def test_an_ingress_only_url_still_takes_events_and_answers_healthz(h: Harness) -> None:
+    signed = url_event()
+    signed["requestContext"]["authorizer"] = IAM
+    assert invoke(signed)["statusCode"] == 202
+    assert [m["event"]["id"] for m in h.messages(h.queue_of("t1"))] == ["e-1"]
+    context = copy.deepcopy(url_event()["requestContext"])
+    context["http"]["method"] = "GET"
+    assert (
+        invoke(url_event(rawPath="/healthz", body=None, requestContext=context))["statusCode"]
+        == 200
+    )
+
+
+def test_the_setting_is_read_from_the_environment() -> None:
+    from chalicelib.config import Settings
+
+    assert not Settings.from_env({}).function_url_ingress_only
+    env = {"BROKER_FUNCTION_URL_INGRESS_ONLY": "true"}
+    assert Settings.from_env(env).function_url_ingress_only

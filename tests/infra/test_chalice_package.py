@@ -252,6 +252,8 @@ def test_the_pipeline_package_has_the_function_url_beside_the_api(pipeline_packa
     permissions = [r for r in sam["Resources"].values() if r["Type"] == "AWS::Lambda::Permission"]
     assert not [p for p in permissions if p["Properties"].get("Principal") == "*"]
     assert "RestAPI" in sam["Resources"]  # beside API Gateway, not instead of it
+    variables = sam["Resources"]["APIHandler"]["Properties"]["Environment"]["Variables"]
+    assert variables["BROKER_FUNCTION_URL_INGRESS_ONLY"] == "true"  # prod: producers only there
 
 
 def test_the_pipeline_package_has_the_spool_extension_on_every_function(

@@ -25,6 +25,26 @@ def test_stage_config_defaults_to_iam_and_refuses_unknown_auth_types() -> None:
         FunctionUrl.of_stage(config, "b")
 
 
+def test_a_stage_may_serve_only_the_ingress_on_its_url() -> None:
+    config: dict[str, Any] = {
+        "stages": {
+            "a": {},
+            "i": {"function_url": {"routes": "ingress"}},
+            "x": {"function_url": {"routes": "control"}},
+        }
+    }
+    assert FunctionUrl.of_stage(config, "a").environment() == {
+        "BROKER_FUNCTION_URL_INGRESS_ONLY": "false"
+    }
+    assert FunctionUrl.of_stage(config, "i").environment() == {
+        "BROKER_FUNCTION_URL_INGRESS_ONLY": "true"
+    }
+    with pytest.raises(SystemExit):
+        FunctionUrl.of_stage(config, "x")
+    shipped = json.loads((Path(__file__).parents[2] / ".chalice" / "config.json").read_text())
+    assert FunctionUrl.of_stage(shipped, "prod").routes == "ingress"
+
+
 def test_a_public_url_gets_both_public_permissions() -> None:
     resources = FunctionUrl(True, "NONE").sam_resources("APIHandler")
     assert resources["APIHandlerFunctionUrl"]["Properties"]["AuthType"] == "NONE"
