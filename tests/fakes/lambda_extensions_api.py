@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from brokerctl.http_server import BackgroundServer
+from tests.fakes.background_server import BackgroundServer
 
 _REGISTER = "/2020-01-01/extension/register"
 _NEXT = "/2020-01-01/extension/event/next"

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from brokerctl.http_server import BackgroundServer
+from tests.fakes.background_server import BackgroundServer
 
 _SCOPE = re.compile(r"Credential=[^/]+/\d{8}/[^/]+/([^/]+)/aws4_request")
 _HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "upgrade", "te"}
