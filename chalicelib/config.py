@@ -115,6 +115,9 @@ class Settings:
     # Run by the Lambda runtime (it names the function in AWS_LAMBDA_FUNCTION_NAME): logs are JSON
     # and invocations traced (chalicelib/logs.py). False in the local runtime and in tests.
     on_lambda: bool = False
+    # A Function URL in front of the API function serves only the ingress and /healthz
+    # (chalicelib/function_url.py; per stage: function_url.routes in .chalice/config.json).
+    function_url_ingress_only: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -195,6 +198,7 @@ class Settings:
             ),
             problems=problems,
             on_lambda=bool(env.get("AWS_LAMBDA_FUNCTION_NAME")),
+            function_url_ingress_only=_bool(env.get("BROKER_FUNCTION_URL_INGRESS_ONLY"), False),
         )
 
     def require_runnable(self) -> Settings:
