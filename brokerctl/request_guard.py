@@ -36,7 +36,10 @@ _SAFE_FETCH_SITES = frozenset({"same-origin", "none"})
 
 
 def is_control_plane(path: str) -> bool:
-    return path.startswith("/apis/") or path == "/registry" or path.startswith("/registry/")
+    # Two segments are ingress's shape (/{namespace}/{broker}), which refuses these namespaces
+    # itself (400); every control-plane route that writes is deeper.
+    parts = path.strip("/").split("/")
+    return parts[0] in ("apis", "registry") and len(parts) > 2
 
 
 def _is_ip(name: str) -> bool:
