@@ -389,3 +389,28 @@ def test_functions_that_carry_archive_records_may_put_late_ones_under_archive(
             }
         ], fn
     assert sorted(writers) == ["api_handler", "dead_letter", "delivery"]
+
+
+@pytest.mark.parametrize("fn", ["api_handler", "reconciler"])
+def test_the_control_plane_may_commit_a_kafka_sources_initial_offsets(
+    policy_files: dict[str, dict[str, Any]], resolver: Resolver, fn: str
+) -> None:
+    """A KafkaSource with ``initialOffset: latest`` is Ready only once the control plane (a PUT,
+    or the reconciler's retry) has committed its group's offsets at the log end
+    (adapters/kafka_offsets.py): it finds the MSK brokers, reads the topic's partitions and
+    commits the group's offsets, nothing more (it never reads records)."""
+    granted: dict[str, set[str]] = {}
+    for st in resolver.resolve(policy_files[fn])["Statement"]:
+        if st["Effect"] == "Allow":
+            for resource in _as_list(st["Resource"]):
+                granted.setdefault(resource, set()).update(_as_list(st["Action"]))
+    assert granted[f"{KAFKA}:cluster/none/*"] == {
+        "kafka:GetBootstrapBrokers",
+        "kafka-cluster:Connect",
+    }
+    assert granted[f"{KAFKA}:topic/none/*"] == {"kafka-cluster:DescribeTopic"}
+    assert granted[f"{KAFKA}:group/none/*"] == {
+        "kafka-cluster:AlterGroup",
+        "kafka-cluster:DescribeGroup",
+    }
+    assert "kafka-cluster:ReadData" not in set().union(*granted.values())
