@@ -232,3 +232,17 @@ def test_failure_queue_names() -> None:
 def test_kafka_subscriber_uris(uri: str, target: tuple[str, str] | None) -> None:
     assert kafka_target(uri) == target
     assert uri_problems(uri, "u") == []
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({"topics": ["t\n"]}, "spec.topics[0]"),
+        ({"consumerGroup": "g\n"}, "spec.consumerGroup"),
+        ({"bootstrapServers": ["k1:9092\n"]}, "spec.bootstrapServers[0]"),
+        ({"bootstrapServers": None, "mskClusterArn": MSK + "\n"}, "spec.mskClusterArn"),
+    ],
+)
+def test_a_trailing_newline_is_refused(spec: dict[str, Any], field: str) -> None:
+    """``^…$`` with ``re.match`` let a final newline through (issue 31, item 10)."""
+    assert field in fields(**spec)

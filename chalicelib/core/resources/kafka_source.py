@@ -146,7 +146,7 @@ def parse_kafka_source(namespace: str, body: object, *, path_name: str | None) -
     servers, cluster_arn = _cluster(spec, problems)
     topics = _topics(spec.get("topics"), problems)
     group = spec.get("consumerGroup")
-    if group is not None and not (isinstance(group, str) and _GROUP.match(group)):
+    if group is not None and not (isinstance(group, str) and _GROUP.fullmatch(group)):
         problems.append(
             Problem(
                 "spec.consumerGroup",
@@ -202,7 +202,7 @@ def _cluster(
                 "(Amazon MSK)",
             )
         )
-    if arn is not None and not (isinstance(arn, str) and _MSK_ARN.match(arn)):
+    if arn is not None and not (isinstance(arn, str) and _MSK_ARN.fullmatch(arn)):
         problems.append(
             Problem(
                 "spec.mskClusterArn",
@@ -217,7 +217,7 @@ def _cluster(
             problems.append(Problem("spec.bootstrapServers", 'must be a list of "host:port"'))
         else:
             for i, server in enumerate(raw_servers):
-                match = _HOST_PORT.match(server) if isinstance(server, str) else None
+                match = _HOST_PORT.fullmatch(server) if isinstance(server, str) else None
                 if match is None or not 1 <= int(match["port"]) <= 65535:
                     problems.append(
                         Problem(
@@ -243,7 +243,7 @@ def _topics(raw: object, problems: list[Problem]) -> tuple[str, ...]:
             )
         )
     topic = raw[0]
-    if not isinstance(topic, str) or not _TOPIC.match(topic) or topic in (".", ".."):
+    if not isinstance(topic, str) or not _TOPIC.fullmatch(topic) or topic in (".", ".."):
         problems.append(
             Problem(
                 "spec.topics[0]",
