@@ -126,6 +126,132 @@ def test_firehose_prefixes_render_timestamps_as_aws_does() -> None:
     assert re.fullmatch(r"raw/\d{4}/\d{2}/\d{2}/\d{2}/s-1-\d{4}(-\d{2}){5}-[0-9a-f-]{36}", plain)
 
 
+# ---- SQS: no Lambda invocation by moto, locked deletes, quiet idle long polls --------------------
+
+
+@pytest.fixture()
+def sqs_fixes(backend: models.SQSBackend) -> Iterator[models.SQSBackend]:
+    from brokerctl.moto_fixes import lambda_invocation, sqs_deletes, sqs_long_polls
+
+    saved = {
+        name: vars(models.Queue)[name]
+        for name in ("lambda_event_source_mappings", "delete_message", "wait_for_messages")
+        if name in vars(models.Queue)
+    }
+    lambda_invocation.disable_lambda_invocation()
+    sqs_deletes.lock_deletes()
+    sqs_long_polls.quiet_idle_long_polls()
+    try:
+        yield backend
+    finally:
+        for name in ("lambda_event_source_mappings", "delete_message", "wait_for_messages"):
+            if name in saved:
+                setattr(models.Queue, name, saved[name])
+            elif name in vars(models.Queue):
+                delattr(models.Queue, name)
+
+
+def test_moto_does_not_play_the_lambda_poller(sqs_fixes: models.SQSBackend) -> None:
+    """A mapping moto would act on at SendMessage (receiving the message itself) is not seen: the
+    message stays for the broker's own poller, never received."""
+
+    class Mapping:
+        enabled = True
+        batch_size = 10
+
+    queue = sqs_fixes.create_queue("mapped")
+    queue.lambda_event_source_mappings = {"arn:aws:lambda:esm": Mapping()}
+    assert queue.lambda_event_source_mappings == {}
+    sqs_fixes.send_message("mapped", "hello")
+    [message] = sqs_fixes.receive_message("mapped", 10, 0, 30)
+    assert message.body == "hello" and message.approximate_receive_count == 1
+
+
+def test_concurrent_deletes_do_not_undo_one_another(
+    patched: None, sqs_fixes: models.SQSBackend
+) -> None:
+    """moto's delete rebuilds the message list from what it read and puts it in place: two
+    deletes at once (two batches of one queue finishing together) each put back the message the
+    other deleted. Deletes now take the queue's lock, as sends do."""
+    sqs_fixes.create_queue("busy", VisibilityTimeout="300")
+    for i in range(400):
+        sqs_fixes.send_message("busy", f"m{i}")
+    handles = []
+    while received := sqs_fixes.receive_message("busy", 10, 0, 300):
+        handles += [m.receipt_handle for m in received]
+    assert len(handles) == 400
+
+    def delete(part: list[str]) -> None:
+        for handle in part:
+            sqs_fixes.delete_message("busy", handle)
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # threads take turns often: the race has its chances
+    threads = [threading.Thread(target=delete, args=(handles[i::2],)) for i in range(2)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+    finally:
+        sys.setswitchinterval(switch)
+    assert [m.body for m in sqs_fixes.get_queue("busy")._messages] == []
+
+
+def test_an_idle_long_poll_sleeps_longer_and_a_send_still_wakes_it(
+    sqs_fixes: models.SQSBackend,
+) -> None:
+    import time
+
+    from brokerctl.moto_fixes.sqs_long_polls import IDLE_QUEUE_WAIT_SECONDS
+
+    queue = sqs_fixes.create_queue("idle")
+    began = time.monotonic()
+    queue.wait_for_messages(1)  # moto's own wakes after 1 s
+    assert time.monotonic() - began >= IDLE_QUEUE_WAIT_SECONDS - 0.1
+    got: list[Any] = []
+    poll = threading.Thread(target=lambda: got.extend(sqs_fixes.receive_message("idle", 1, 20, 30)))
+    poll.start()
+    time.sleep(0.2)  # the poll is waiting (it would find the message anyway, sooner or later)
+    sent = time.monotonic()
+    sqs_fixes.send_message("idle", "wake")
+    poll.join(timeout=30)
+    assert [m.body for m in got] == ["wake"] and time.monotonic() - sent < 1.0
+
+
+def test_the_endpoint_keeps_connections_alive_across_unread_bodies() -> None:
+    """werkzeug's development server closes every connection; the fixed handler answers two
+    requests on one connection, the first body left unread by the application."""
+    import http.client
+
+    from werkzeug.serving import make_server
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        text = environ["PATH_INFO"].encode()
+        start_response("200 OK", [("Content-Length", str(len(text)))])
+        return [text]  # the request body is never read
+
+    server = make_server(
+        "127.0.0.1", 0, app, threaded=True, request_handler=moto_fixes.keep_alive_handler()
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    conn = http.client.HTTPConnection("127.0.0.1", server.server_port, timeout=10)
+    try:
+        answers = []
+        for path in ("/first", "/second"):
+            conn.request("POST", path, body=b"x" * 100_000)
+            answer = conn.getresponse()
+            answers.append((answer.status, answer.read(), answer.getheader("Connection")))
+            if path == "/first":
+                sock = conn.sock
+        assert answers == [(200, b"/first", None), (200, b"/second", None)]
+        assert conn.sock is sock  # not reconnected
+    finally:
+        conn.close()
+        server.shutdown()
+        server.server_close()
+
+
 # ---- DynamoDB: atomic conditional writes, all-or-nothing transactions ---------------------------
 
 
@@ -213,28 +339,30 @@ def test_a_rolled_back_transaction_undoes_no_write_made_meanwhile(ddb: Any) -> N
     for i in range(300):
         ddb.put_item("t", {"pk": {"S": f"old{i}"}})
     acknowledged: list[str] = []
-    stop = threading.Event()
+    started = threading.Event()
 
     def writer() -> None:
-        while not stop.is_set():
-            pk = f"new{len(acknowledged)}"
-            ddb.put_item("t", {"pk": {"S": pk}})
-            acknowledged.append(pk)
+        started.wait(timeout=60)
+        for i in range(300):
+            ddb.put_item("t", {"pk": {"S": f"new{i}"}})
+            acknowledged.append(f"new{i}")
 
     switch = sys.getswitchinterval()
     sys.setswitchinterval(1e-5)  # threads take turns often: the race has its chances
     thread = threading.Thread(target=writer)
-    thread.start()
     try:
-        for _ in range(200):
+        thread.start()
+        started.set()
+        cancelled = 0
+        while thread.is_alive() or cancelled < 20:
             with pytest.raises(TransactionCanceledException):
                 ddb.transact_write_items([_put("fresh"), _put("old0")])
+            cancelled += 1
+        thread.join()
     finally:
-        stop.set()
-        thread.join(timeout=60)
         sys.setswitchinterval(switch)
     present = set(_pks(ddb))
-    assert acknowledged and [pk for pk in acknowledged if pk not in present] == []
+    assert len(acknowledged) == 300 and [pk for pk in acknowledged if pk not in present] == []
     assert "fresh" not in present
 
 
