@@ -10,6 +10,7 @@ naming the field, never another exception.
 | digits of an integer read from text (`limit`, `retry` ...) | 18 |
 | bytes of a control-plane JSON body | 1 MiB |
 | nesting depth of a control-plane JSON body | 64 |
+| nesting depth of a structured event's JSON `data` (arrays and objects) | 64 |
 | characters of a client string kept as a cache key | 256 (× ≤ 4,096 entries per cache) |
 | characters of an EventTransform's JSONata expression | 16,384 |
 | time one JSONata evaluation may run (checked at every evaluation step) | 1,000 ms |
@@ -19,6 +20,8 @@ naming the field, never another exception.
 | bytes of a transformed event (its JSON form) | the broker's max event bytes (4 MiB by default) |
 | an `eventPattern` filter (compact JSON characters; EventBridge's default quota) | 2,048 |
 | `eventPattern` levels / values / `$or` combinations / `*` per wildcard | 16/256/1,000/8 |
+| array elements visited matching one event against all its `eventPattern`s | 1,000,000 |
+| time one JSONata regular expression may run | what is left of the evaluation's 1,000 ms |
 """
 
 from __future__ import annotations
@@ -53,6 +56,9 @@ MAX_PATTERN_DEPTH = 16
 MAX_PATTERN_VALUES = 256
 MAX_OR_COMBINATIONS = 1000
 MAX_WILDCARDS = 8
+# The work one event may cost across all its patterns, in array elements visited (a few hundred
+# milliseconds at most): past it, a pattern that needs more does not match (logged and counted).
+MAX_PATTERN_WORK = 1_000_000
 
 _INT = re.compile(r"[+-]?[0-9]+")
 

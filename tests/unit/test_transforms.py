@@ -157,7 +157,9 @@ def test_a_step_that_makes_a_huge_value_is_stopped() -> None:
         transforms.apply('{"data": [1..10000000]}', event())  # lazy in the library: caught early
     with pytest.raises(TransformError, match=r"\$pad to 100000000 characters"):
         transforms.apply('{"data": $pad("", 100000000)}', event())  # before it allocates
-    with pytest.raises(TransformError, match="string of 2000 characters; at most 1000"):
+    with pytest.raises(TransformError, match="string of 1200 characters; at most 1000"):
+        transforms.apply('{"data": $pad("", 600) & $pad("", 600)}', event(), max_bytes=1000)
+    with pytest.raises(TransformError, match=r"\$join would make 2000 characters; at most 1000"):
         transforms.apply('{"data": $join([1..2000].("x"), "")}', event(), max_bytes=1000)
 
 

@@ -28,7 +28,7 @@ from chalicelib.core.cloudevents.context_attributes import (
 )
 from chalicelib.core.cloudevents.event import ABSENT, CloudEvent, MapValue
 from chalicelib.core.errors import Problem
-from chalicelib.core.limits import MAX_CACHED_KEY_CHARS
+from chalicelib.core.limits import MAX_CACHED_KEY_CHARS, MAX_JSON_DEPTH
 
 # msgspec (C) parses and writes when installed (requirements.txt): over 2x the stdlib on 64 KiB
 # documents, integers of any size exact. Anything it refuses or writes differently goes to the
@@ -219,6 +219,10 @@ def event_from_object(
             or is_json_content_type(content_type)
         ):
             json_data = raw_data
+            if checked and nested_deeper(raw_data, MAX_JSON_DEPTH):
+                problems.append(
+                    Problem(field("data"), f"nests deeper than {MAX_JSON_DEPTH} levels of JSON")
+                )
         else:
             try:
                 data = raw_data.encode("utf-8")
@@ -227,6 +231,24 @@ def event_from_object(
     if len(problems) > start:
         return None
     return CloudEvent(attrs, data, json_data)
+
+
+def nested_deeper(value: Any, limit: int) -> bool:
+    """Whether a parsed JSON value nests arrays and objects more than ``limit`` levels deep
+    (a scalar: 0 levels), found iteratively, visiting only arrays and objects."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        kind = type(item)
+        if kind is not list and kind is not dict:
+            continue
+        if depth > limit:
+            return True
+        members = item if kind is list else item.values()
+        kinds = set(map(type, members))  # at C speed: most arrays hold no array or object
+        if list in kinds or dict in kinds:
+            stack.extend((member, depth + 1) for member in members)
+    return False
 
 
 def decode_base64(text: object, field: str, problems: list[Problem]) -> bytes | None:

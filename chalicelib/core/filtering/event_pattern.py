@@ -26,234 +26,110 @@ Limits (``check``): the pattern's compact JSON ≤ 2,048 characters (EventBridge
 "Event pattern size" quota, eb-quota.html); ours, since EventBridge documents no number for them:
 ≤ 16 levels, ≤ 256 values, ≤ 1,000 ``$or`` combinations (EventBridge refuses "too complex" ``$or``
 rules), ≤ 8 ``*`` per wildcard and no ``**`` (EventBridge refuses consecutive wildcards); numbers
-in a pattern within ±5.0e9 (EventBridge's numeric range).
+in a pattern within ±5.0e9 (EventBridge's numeric range). Checked in ``event_pattern_check``; the
+leaf matchers are ``event_pattern_matchers``.
+
+Matching is bounded (``core/limits.py``): arrays nested deeper than 64 levels (deeper than JSON data
+the broker reads at all) hold nothing a pattern matches; and an event has a budget of work across
+all its patterns (``MAX_PATTERN_WORK`` array elements visited): an event that exhausts it matches
+no pattern that needed more (logged with the event id, counted in ``overruns()``).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import json
-import math
-import operator
+import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
 from chalicelib.core.cloudevents.event import ABSENT, CloudEvent
-from chalicelib.core.errors import Problem
 from chalicelib.core.filtering.event_data import json_data
-from chalicelib.core.limits import (
-    MAX_OR_COMBINATIONS,
-    MAX_PATTERN_CHARS,
-    MAX_PATTERN_DEPTH,
-    MAX_PATTERN_VALUES,
-    MAX_WILDCARDS,
+from chalicelib.core.filtering.event_pattern_check import MAX_NUMBER, check
+from chalicelib.core.filtering.event_pattern_matchers import (
+    COMPARE,
+    Affix,
+    AnythingBut,
+    Cidr,
+    Equals,
+    EqualsIgnoreCase,
+    Exists,
+    Matcher,
+    Numeric,
+    Wildcard,
 )
+from chalicelib.core.limits import MAX_JSON_DEPTH, MAX_PATTERN_WORK
 
-MAX_NUMBER: Final = 5.0e9
+__all__ = ["MAX_NUMBER", "EventPatternFilter", "check", "compile_pattern", "overruns"]
+
+log = logging.getLogger(__name__)
 
 Hints = Mapping[str, frozenset[str]]
 MISSING: Any = ABSENT
 
-_OPERATORS: Final = (
-    "prefix",
-    "suffix",
-    "equals-ignore-case",
-    "anything-but",
-    "numeric",
-    "exists",
-    "wildcard",
-    "cidr",
+
+# -- the work budget -----------------------------------------------------------------------------
+
+
+class _OverBudget(Exception):
+    """Raised inside matching when the event's budget is spent: its pattern does not match."""
+
+
+class _Work(threading.local):
+    """The budget of the event this thread matches (one event at a time per thread)."""
+
+    def __init__(self) -> None:
+        self.event: CloudEvent | None = None
+        self.left = MAX_PATTERN_WORK
+        self.overran = False
+
+
+_work = _Work()
+_overruns = [0]
+_overruns_lock = threading.Lock()
+
+
+def reset_budget(event: CloudEvent) -> None:
+    """A whole budget for ``event`` (the next match of another event gets one anyway)."""
+    _work.event, _work.left, _work.overran = event, MAX_PATTERN_WORK, False
+
+
+def over_budget(event: CloudEvent) -> bool:
+    """Whether matching ``event`` ran out of budget (since its budget began)."""
+    return _work.event is event and _work.overran
+
+
+def overruns() -> int:
+    """Events that exhausted their budget in this process."""
+    return _overruns[0]
+
+
+def _charge(units: int) -> None:
+    _work.left -= units
+    if _work.left < 0:
+        raise _OverBudget
+
+
+def _overran(event: CloudEvent) -> None:
+    if _work.overran:
+        return
+    _work.overran = True
+    with _overruns_lock:
+        _overruns[0] += 1
+    log.warning(
+        "eventPattern matching of event %r stopped after %d array elements (its budget): "
+        "patterns that needed more did not match",
+        event.get("id"),
+        MAX_PATTERN_WORK,
+    )
+
+
+BUDGET_REASON = (
+    f"matching stopped: the event's data needs more than {MAX_PATTERN_WORK} array elements "
+    "visited (the work budget), so this pattern does not match"
 )
-_COMPARE: Final[dict[str, Callable[[float, float], bool]]] = {
-    "=": operator.eq,
-    ">": operator.gt,
-    ">=": operator.ge,
-    "<": operator.lt,
-    "<=": operator.le,
-}
-
-
-# -- matchers ------------------------------------------------------------------------------------
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _same(expected: object, value: object) -> bool:
-    if isinstance(expected, str):
-        return isinstance(value, str) and value == expected
-    if isinstance(expected, bool) or expected is None:
-        return value is expected
-    return _is_number(value) and value == expected
-
-
-@dataclass(frozen=True, slots=True)
-class Equals:
-    value: str | int | float | bool | None
-
-    def test(self, value: object) -> bool:
-        return _same(self.value, value)
-
-    def describe(self) -> str:
-        return json.dumps(self.value)
-
-
-@dataclass(frozen=True, slots=True)
-class Affix:
-    """``{"prefix"}`` or ``{"suffix"}`` (``at_end``): the value starts (ends) with ``text``, with
-    ``{"equals-ignore-case"}`` compared casefolded."""
-
-    text: str
-    at_end: bool = False
-    ignore_case: bool = False
-
-    def test(self, value: object) -> bool:
-        if not isinstance(value, str):
-            return False
-        if not self.ignore_case:
-            return value.endswith(self.text) if self.at_end else value.startswith(self.text)
-        # Only the end that can match is casefolded, not a whole (possibly long) value; a value
-        # no longer than the text is compared whole (as equals-ignore-case compares it).
-        n, part = len(self.text), value
-        if len(value) > n:
-            part = value[len(value) - n :] if self.at_end else value[:n]
-        return part.casefold() == self.text.casefold()
-
-    def describe(self) -> str:
-        inner = {"equals-ignore-case": self.text} if self.ignore_case else self.text
-        return json.dumps({"suffix" if self.at_end else "prefix": inner})
-
-
-@dataclass(frozen=True, slots=True)
-class EqualsIgnoreCase:
-    texts: tuple[str, ...]
-
-    def test(self, value: object) -> bool:
-        return isinstance(value, str) and value.casefold() in {t.casefold() for t in self.texts}
-
-    def describe(self) -> str:
-        shown = self.texts[0] if len(self.texts) == 1 else list(self.texts)
-        return json.dumps({"equals-ignore-case": shown})
-
-
-class Wildcard:
-    """``*`` = any run of characters, ``\\*`` = a star, ``\\\\`` = a backslash. Matched segment by
-    segment (head anchored, tail anchored, each middle at its leftmost fit), never by
-    backtracking, so a match costs one forward search per segment."""
-
-    __slots__ = ("pattern", "segments")
-
-    def __init__(self, pattern: str) -> None:
-        self.pattern = pattern
-        self.segments = _wildcard_segments(pattern)
-
-    def test(self, value: object) -> bool:
-        if not isinstance(value, str):
-            return False
-        segments = self.segments
-        if len(segments) == 1:
-            return value == segments[0]
-        head, tail = segments[0], segments[-1]
-        if len(value) < len(head) + len(tail) or not value.startswith(head):
-            return False
-        pos, end = len(head), len(value) - len(tail)
-        for middle in segments[1:-1]:
-            found = value.find(middle, pos, end)
-            if found < 0:
-                return False
-            pos = found + len(middle)
-        return value.endswith(tail)
-
-    def describe(self) -> str:
-        return json.dumps({"wildcard": self.pattern})
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Wildcard) and other.pattern == self.pattern
-
-    def __hash__(self) -> int:
-        return hash(self.pattern)
-
-
-def _wildcard_segments(pattern: str) -> tuple[str, ...]:
-    segments, current, i = [], [], 0
-    while i < len(pattern):
-        char = pattern[i]
-        if char == "\\" and i + 1 < len(pattern) and pattern[i + 1] in "*\\":
-            current.append(pattern[i + 1])
-            i += 2
-            continue
-        if char == "*":
-            segments.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-        i += 1
-    segments.append("".join(current))
-    return tuple(segments)
-
-
-@dataclass(frozen=True, slots=True)
-class AnythingBut:
-    values: tuple[str | int | float | bool | None, ...] = ()
-    inner: Affix | EqualsIgnoreCase | Wildcard | None = None
-
-    def test(self, value: object) -> bool:
-        if self.inner is not None:
-            return isinstance(value, str) and not self.inner.test(value)
-        return not any(_same(expected, value) for expected in self.values)
-
-    def describe(self) -> str:
-        if self.inner is not None:
-            return f'{{"anything-but": {self.inner.describe()}}}'
-        shown = self.values[0] if len(self.values) == 1 else list(self.values)
-        return json.dumps({"anything-but": shown})
-
-
-@dataclass(frozen=True, slots=True)
-class Numeric:
-    conditions: tuple[tuple[str, int | float], ...]
-
-    def test(self, value: object) -> bool:
-        if not _is_number(value):
-            return False
-        assert isinstance(value, (int, float))
-        return all(_COMPARE[op](value, bound) for op, bound in self.conditions)
-
-    def describe(self) -> str:
-        return json.dumps({"numeric": [x for pair in self.conditions for x in pair]})
-
-
-@dataclass(frozen=True, slots=True)
-class Exists:
-    present: bool
-
-    def test(self, value: object) -> bool:
-        return self.present
-
-    def describe(self) -> str:
-        return json.dumps({"exists": self.present})
-
-
-@dataclass(frozen=True, slots=True)
-class Cidr:
-    network: ipaddress.IPv4Network | ipaddress.IPv6Network
-
-    def test(self, value: object) -> bool:
-        if not isinstance(value, str) or len(value) > 64:
-            return False
-        try:
-            address = ipaddress.ip_address(value)
-        except ValueError:  # not an IP address: the term does not match, as in EventBridge
-            return False
-        return address.version == self.network.version and address in self.network
-
-    def describe(self) -> str:
-        return json.dumps({"cidr": str(self.network)})
-
-
-Matcher = Equals | Affix | EqualsIgnoreCase | Wildcard | AnythingBut | Numeric | Exists | Cidr
 
 
 # -- the compiled pattern ------------------------------------------------------------------------
@@ -273,12 +149,22 @@ class Node:
     alternatives: tuple[Node, ...] = ()  # ``$or``; empty = none
 
 
-def _leaf_values(value: Any, out: list[Any]) -> list[Any]:
-    if isinstance(value, list):
-        for item in value:
-            _leaf_values(item, out)
-    elif value is not MISSING and not isinstance(value, dict):
-        out.append(value)
+def _leaf_values(value: Any) -> list[Any]:
+    """The scalars of a value, arrays flattened (iteratively; arrays nested deeper than
+    MAX_JSON_DEPTH hold none), each array's elements charged to the budget."""
+    if not isinstance(value, list):
+        return [] if value is MISSING or isinstance(value, dict) else [value]
+    out: list[Any] = []
+    stack = [(value, 1)]
+    while stack:
+        items, depth = stack.pop()
+        _charge(len(items))
+        for item in items:
+            if isinstance(item, list):
+                if depth < MAX_JSON_DEPTH:
+                    stack.append((item, depth + 1))
+            elif not isinstance(item, dict):
+                out.append(item)
     return out
 
 
@@ -289,7 +175,7 @@ def _match_leaf(leaf: Leaf, value: Any, path: str, why: list[str] | None) -> boo
             if matcher.test(value):
                 return True
         return False
-    values = _leaf_values(value, [])
+    values = _leaf_values(value)
     if not values:
         if any(isinstance(m, Exists) and not m.present for m in leaf.matchers):
             return True
@@ -297,13 +183,14 @@ def _match_leaf(leaf: Leaf, value: Any, path: str, why: list[str] | None) -> boo
             shown = "an object" if isinstance(value, dict) else "a missing field"
             why.append(f"{path}: {leaf.describe()} did not match {shown}")
         return False
+    _charge(len(values) * (len(leaf.matchers) - 1))
     for matcher in leaf.matchers:
         test = matcher.test
         for item in values:
             if test(item):
                 return True
     if why is not None:
-        shown = json.dumps(values[0] if len(values) == 1 else values)
+        shown = json.dumps(values[0] if len(values) == 1 else values[:20])
         why.append(f"{path}: {leaf.describe()} did not match {_clip(shown)}")
     return False
 
@@ -312,11 +199,16 @@ def _clip(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def _match_child(child: Leaf | Node, value: Any, path: str, why: list[str] | None) -> bool:
+def _match_child(
+    child: Leaf | Node, value: Any, path: str, why: list[str] | None, depth: int = 1
+) -> bool:
     if isinstance(child, Leaf):
         return _match_leaf(child, value, path, why)
     if isinstance(value, list) and value:
-        if any(_match_child(child, item, path, None) for item in value):
+        if depth > MAX_JSON_DEPTH:
+            return False
+        _charge(len(value))
+        if any(_match_child(child, item, path, None, depth + 1) for item in value):
             return True
         if why is not None:
             why.append(f"{path}: no element of the array matched")
@@ -370,10 +262,6 @@ def _canonical(value: object) -> str:
     return str(value)
 
 
-def _root_getter(event: CloudEvent) -> Callable[[str, Any], Any]:
-    return _Root(event).get
-
-
 # -- the routing path: the same semantics as _match_node, compiled into closures -------------
 
 Getter = Callable[[str, Any], Any]
@@ -385,7 +273,7 @@ def _fast_test(matcher: Matcher) -> Callable[[Any], bool]:
         return lambda value: value == text  # only an equal str equals a str
     if isinstance(matcher, Numeric) and len(matcher.conditions) == 1:
         ((op, bound),) = matcher.conditions
-        compare = _COMPARE[op]
+        compare = COMPARE[op]
         return lambda value: (type(value) is int or type(value) is float) and compare(value, bound)
     return matcher.test
 
@@ -417,11 +305,14 @@ def _fast_child(child: Leaf | Node) -> Callable[[Any], bool]:
         return _fast_leaf(child)
     node = _fast_node(child)
 
-    def nested(value: Any) -> bool:
+    def nested(value: Any, depth: int = 1) -> bool:
         if isinstance(value, dict):
             return node(value.get)
         if isinstance(value, list) and value:
-            return any(nested(item) for item in value)
+            if depth > MAX_JSON_DEPTH:
+                return False
+            _charge(len(value))
+            return any(nested(item, depth + 1) for item in value)
         return node(_nothing)
 
     return nested
@@ -446,11 +337,12 @@ def _fast_node(node: Node) -> Callable[[Getter], bool]:
 
 
 def _fast_root(node: Node) -> Callable[[CloudEvent], bool]:
-    """``_fast_node`` for the event itself: attribute fields read without building a getter."""
+    """``_fast_node`` for the event itself: attribute fields read without building a getter;
+    within the event's work budget."""
     fields = tuple((key, _fast_child(child)) for key, child in node.fields)
     alternatives = tuple(_fast_node(alt) for alt in node.alternatives)
 
-    def match(event: CloudEvent) -> bool:
+    def walk(event: CloudEvent) -> bool:
         attrs = event.attributes
         for key, test in fields:
             if key == "data":
@@ -471,6 +363,15 @@ def _fast_root(node: Node) -> Callable[[CloudEvent], bool]:
                 return True
         return False
 
+    def match(event: CloudEvent) -> bool:
+        if _work.event is not event:
+            reset_budget(event)
+        try:
+            return walk(event)
+        except _OverBudget:
+            _overran(event)
+            return False
+
     return match
 
 
@@ -483,16 +384,29 @@ class EventPatternFilter:
     matches: Callable[[CloudEvent], bool] = field(repr=False, compare=False)
 
     def matches_document(self, document: Mapping[str, Any]) -> bool:
-        """Matches a plain JSON object (an EventBridge event as documented, for the table)."""
-        return _match_node(self.root, document.get, "", None)
+        """Matches a plain JSON object (an EventBridge event as documented, for the table),
+        within a work budget of its own."""
+        _work.event, _work.left = None, MAX_PATTERN_WORK
+        try:
+            return _match_node(self.root, document.get, "", None)
+        except _OverBudget:
+            return False
 
     def explain(self, event: CloudEvent, path: str) -> tuple[bool, list[str]]:
-        """Whether it matches, and the term that decided (for ``triggers:test``)."""
-        why: list[str] = []
-        matched = _match_node(self.root, _root_getter(event), path, why)
-        if matched:
+        """Whether it matches (as ``matches`` answers with a whole budget), and the term that
+        decided (for ``triggers:test``)."""
+        reset_budget(event)
+        if self.matches(event):
             fields = ", ".join(key for key, _ in self.root.fields) or "$or"
             return True, [f"{path}: every field matched ({fields})"]
+        if over_budget(event):
+            return False, [f"{path}: {BUDGET_REASON}"]
+        why: list[str] = []
+        reset_budget(event)
+        try:
+            _match_node(self.root, _Root(event).get, path, why)
+        except _OverBudget:  # the reasons walk more than the verdict: it had what it needed
+            why.append(f"{path}: (the explanation stopped at the work budget)")
         return False, why
 
     def index_hints(self) -> Hints:
@@ -556,226 +470,11 @@ def _compile_matcher(value: Any) -> Matcher:
         return Cidr(ipaddress.ip_network(arg, strict=False))
     # anything-but
     if isinstance(arg, Mapping):
-        inner = _compile_matcher(arg)
-        assert isinstance(inner, (Affix, EqualsIgnoreCase, Wildcard))
-        return AnythingBut(inner=inner)
+        ((inner_name, inner_arg),) = arg.items()
+        texts = inner_arg if isinstance(inner_arg, list) else [inner_arg]
+        if inner_name == "equals-ignore-case":
+            return AnythingBut(inner=(EqualsIgnoreCase(tuple(texts)),))
+        inner = tuple(_compile_matcher({inner_name: text}) for text in texts)
+        assert all(isinstance(m, Affix | Wildcard) for m in inner)
+        return AnythingBut(inner=inner)  # type: ignore[arg-type]
     return AnythingBut(values=tuple(arg) if isinstance(arg, list) else (arg,))
-
-
-# -- validation ----------------------------------------------------------------------------------
-
-
-@dataclass
-class _Budget:
-    values: int = 0
-
-
-def check(pattern: object, path: str, problems: list[Problem]) -> None:
-    """Every problem with an event pattern, each with its path, appended to ``problems``."""
-    if not isinstance(pattern, Mapping):
-        problems.append(Problem(path, "must be an EventBridge event pattern (a JSON object)"))
-        return
-    try:
-        size = len(json.dumps(pattern, separators=(",", ":"), ensure_ascii=False))
-    except (TypeError, ValueError, RecursionError):
-        problems.append(Problem(path, "must be JSON"))
-        return
-    if size > MAX_PATTERN_CHARS:
-        problems.append(
-            Problem(path, f"is {size} characters as compact JSON; at most {MAX_PATTERN_CHARS}")
-        )
-        return
-    if not pattern:
-        problems.append(Problem(path, "must name at least one field"))
-        return
-    budget = _Budget()
-    combinations = _check_node(pattern, path, 1, budget, problems)
-    if budget.values > MAX_PATTERN_VALUES:
-        problems.append(Problem(path, f"has {budget.values} values; at most {MAX_PATTERN_VALUES}"))
-    if combinations > MAX_OR_COMBINATIONS:
-        problems.append(
-            Problem(
-                path,
-                f"$or expands to {combinations} combinations; at most {MAX_OR_COMBINATIONS}",
-            )
-        )
-
-
-def _check_node(
-    node: Mapping[str, Any], path: str, depth: int, budget: _Budget, problems: list[Problem]
-) -> int:
-    """Checks ``node``; answers the number of plain patterns its ``$or`` branches expand to."""
-    if depth > MAX_PATTERN_DEPTH:
-        problems.append(Problem(path, f"nests deeper than {MAX_PATTERN_DEPTH} levels"))
-        return 1
-    combinations = 1
-    for key, value in node.items():
-        where = f"{path}.{key}"
-        if not isinstance(key, str) or not key:
-            problems.append(Problem(where, "field names must be non-empty strings"))
-        elif key == "$or":
-            combinations *= _check_or(value, where, depth, budget, problems)
-        elif isinstance(value, Mapping):
-            if not value:
-                problems.append(Problem(where, "an object must name at least one field"))
-            combinations *= _check_node(value, where, depth + 1, budget, problems)
-        elif isinstance(value, list):
-            _check_leaf(value, where, budget, problems)
-        else:
-            problems.append(
-                Problem(where, "must be an array of values or matchers, or a nested object")
-            )
-    return combinations
-
-
-def _check_or(
-    value: object, path: str, depth: int, budget: _Budget, problems: list[Problem]
-) -> int:
-    if not isinstance(value, list) or len(value) < 2:
-        problems.append(Problem(path, "must be an array of at least two patterns"))
-        return 1
-    total = 0
-    for i, alternative in enumerate(value):
-        where = f"{path}[{i}]"
-        if not isinstance(alternative, Mapping) or not alternative:
-            problems.append(Problem(where, "must be a non-empty pattern object"))
-            continue
-        total += _check_node(alternative, where, depth + 1, budget, problems)
-    return max(total, 1)
-
-
-def _check_leaf(values: list[Any], path: str, budget: _Budget, problems: list[Problem]) -> None:
-    if not values:
-        problems.append(Problem(path, "must list at least one value or matcher"))
-    budget.values += len(values)
-    for i, value in enumerate(values):
-        where = f"{path}[{i}]"
-        if isinstance(value, Mapping):
-            _check_matcher(value, where, budget, problems)
-        elif isinstance(value, list):
-            problems.append(Problem(where, "arrays do not nest in a pattern"))
-        else:
-            _check_scalar(value, where, problems)
-
-
-def _check_scalar(value: object, path: str, problems: list[Problem]) -> None:
-    if value is None or isinstance(value, (str, bool)):
-        return
-    if not _is_number(value):
-        problems.append(Problem(path, "must be a string, number, boolean or null"))
-    elif not math.isfinite(float(value)) or abs(float(value)) > MAX_NUMBER:  # type: ignore[arg-type]
-        problems.append(Problem(path, f"numbers must be between -{MAX_NUMBER} and {MAX_NUMBER}"))
-
-
-def _string_or_ignore_case(arg: object, name: str, path: str, problems: list[Problem]) -> None:
-    if isinstance(arg, Mapping):
-        if set(arg) != {"equals-ignore-case"} or not isinstance(arg["equals-ignore-case"], str):
-            problems.append(
-                Problem(path, f'{name} takes a string or {{"equals-ignore-case": "..."}}')
-            )
-    elif not isinstance(arg, str):
-        problems.append(Problem(path, f"{name} takes a string"))
-
-
-def _check_matcher(
-    matcher: Mapping[str, Any], path: str, budget: _Budget, problems: list[Problem]
-) -> None:
-    if len(matcher) != 1:
-        problems.append(
-            Problem(path, f"a matcher object has exactly one of: {', '.join(_OPERATORS)}")
-        )
-        return
-    ((name, arg),) = matcher.items()
-    where = f"{path}.{name}"
-    if name not in _OPERATORS:
-        problems.append(Problem(where, f"unknown matcher; known: {', '.join(_OPERATORS)}"))
-    elif name in ("prefix", "suffix"):
-        _string_or_ignore_case(arg, name, where, problems)
-    elif name == "equals-ignore-case":
-        texts = arg if isinstance(arg, list) else [arg]
-        if not texts or not all(isinstance(t, str) for t in texts):
-            problems.append(Problem(where, "takes a string or a non-empty array of strings"))
-        budget.values += max(len(texts) - 1, 0)
-    elif name == "wildcard":
-        _check_wildcard(arg, where, problems)
-    elif name == "numeric":
-        _check_numeric(arg, where, problems)
-    elif name == "exists":
-        if not isinstance(arg, bool):
-            problems.append(Problem(where, "takes true or false"))
-    elif name == "cidr":
-        _check_cidr(arg, where, problems)
-    else:
-        _check_anything_but(arg, where, budget, problems)
-
-
-def _check_wildcard(arg: object, path: str, problems: list[Problem]) -> None:
-    if not isinstance(arg, str):
-        problems.append(Problem(path, "takes a string"))
-        return
-    segments = _wildcard_segments(arg)
-    if len(segments) - 1 > MAX_WILDCARDS:
-        problems.append(Problem(path, f"at most {MAX_WILDCARDS} '*' per wildcard"))
-    if any(not s for s in segments[1:-1]):
-        problems.append(Problem(path, "consecutive '*' are not allowed"))
-
-
-def _check_numeric(arg: object, path: str, problems: list[Problem]) -> None:
-    shape = "takes [op, number] or [lower-op, number, upper-op, number], op one of = > >= < <="
-    if not isinstance(arg, list) or len(arg) not in (2, 4):
-        problems.append(Problem(path, shape))
-        return
-    ops = arg[0::2]
-    numbers = arg[1::2]
-    if any(op not in _COMPARE for op in ops):
-        problems.append(Problem(path, shape))
-        return
-    for number in numbers:
-        if not _is_number(number):
-            problems.append(Problem(path, "bounds must be numbers"))
-            return
-        _check_scalar(number, path, problems)
-    if len(ops) == 2:
-        lower, upper = ops
-        if lower not in (">", ">=") or upper not in ("<", "<="):
-            problems.append(Problem(path, "a range is a lower bound (> or >=) then an upper one"))
-        elif numbers[0] >= numbers[1]:
-            problems.append(Problem(path, "the lower bound must be below the upper bound"))
-
-
-def _check_cidr(arg: object, path: str, problems: list[Problem]) -> None:
-    if not isinstance(arg, str) or "/" not in arg:
-        problems.append(Problem(path, 'takes a CIDR block such as "10.0.0.0/24"'))
-        return
-    try:
-        ipaddress.ip_network(arg, strict=False)
-    except ValueError as exc:
-        problems.append(Problem(path, f"invalid CIDR block: {exc}"))
-
-
-def _check_anything_but(arg: object, path: str, budget: _Budget, problems: list[Problem]) -> None:
-    if isinstance(arg, Mapping):
-        inner = ("prefix", "suffix", "equals-ignore-case", "wildcard")
-        if len(arg) != 1 or next(iter(arg)) not in inner:
-            problems.append(Problem(path, f"takes a value, a list, or one of: {', '.join(inner)}"))
-            return
-        ((name, value),) = arg.items()
-        if name == "wildcard":
-            _check_wildcard(value, f"{path}.wildcard", problems)
-        elif name == "equals-ignore-case":
-            _check_matcher(arg, path, budget, problems)
-        elif not isinstance(value, str):
-            problems.append(Problem(f"{path}.{name}", "takes a string"))
-        return
-    if isinstance(arg, list):
-        budget.values += len(arg)
-        if not arg:
-            problems.append(Problem(path, "takes a non-empty list"))
-        elif not (all(isinstance(v, str) for v in arg) or all(_is_number(v) for v in arg)):
-            problems.append(Problem(path, "a list must hold only strings or only numbers"))
-        for i, value in enumerate(arg):
-            _check_scalar(value, f"{path}[{i}]", problems)
-        return
-    if isinstance(arg, (list, Mapping)):
-        return
-    _check_scalar(arg, path, problems)
