@@ -97,3 +97,30 @@ def test_random_patterns_never_raise(pattern: Any, event: CloudEvent) -> None:
 @given(cesql_sources, events)
 def test_random_data_paths_never_raise(source: str, event: CloudEvent) -> None:
     _check([{"cesql": source}], event)
+
+
+def _deep(levels: int, inner: Any) -> Any:
+    for _ in range(levels):
+        inner = [inner]
+    return inner
+
+
+deep_events = st.builds(
+    lambda levels, inner, wide: CloudEvent(
+        {"specversion": "1.0", "id": "deep", "source": "s", "type": "t"},
+        None,
+        [_deep(levels, inner)] * wide,
+    ),
+    st.integers(50, 3000),
+    json_values,
+    st.sampled_from([1, 2, 600_000]),
+)
+
+
+@FUZZ
+@given(pattern=patterns, event=deep_events)
+def test_deep_and_wide_data_never_breaks_a_pattern(pattern: Any, event: CloudEvent) -> None:
+    """Data nested thousands of levels deep (as an archived or replayed event may hold) or
+    repeated past the work budget: matching, explaining and indexing answer, never raise."""
+    _check([{"eventPattern": {"data": pattern}}], event)
+    _check([{"eventPattern": pattern}, {"not": {"eventPattern": {"data": pattern}}}], event)

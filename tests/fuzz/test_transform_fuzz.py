@@ -9,6 +9,7 @@ import json
 import time
 from typing import Any
 
+import jsonata  # noqa: F401 - it raises the recursion limit on import: before hypothesis runs
 from chalice.test import Client
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -31,7 +32,8 @@ pieces = st.sampled_from(
         "$count(", "$string(", "$pad(", "$replace(", "$split(", "$join(", "$sum(", "$keys(",
         "$lookup(", "$each(", "$sift(", "$reduce(", "$map(", "$eval(", "$match(", "$error(",
         "$formatNumber(", "$number(", "$fromMillis(", "$toMillis(", "$base64decode(",
-        "function($x){", "$f", ":=", "/a+/", "/(a*)*b/", "**", "@", "#", "^(", "<", ">",
+        "function($x){", "$f", ":=", "/a+/", "/(a*)*b/", "/(a|aa)+$/", "**", "@", "#", "^(",
+        "<", ">", "[0,", "$distinct(",
     ]
 )  # fmt: skip
 expressions = st.one_of(
@@ -48,6 +50,15 @@ expressions = st.one_of(
             '$eval("[1..10000000]")',
             '$split($pad("", 4000000), "")',
             '$replace($pad("", 100000, "a"), "a", $pad("", 100000, "b"))',
+            # Array and object constructors: the library marks their later items as parallel
+            # calls, which once skipped every bound (issue 31).
+            '[0, $count($split($pad("", 3000000), "").$uppercase($))]',
+            '{"a": 0, "b": [0, $join([1..100000].$string($), "")]}',
+            "[0, ($f := function($x){ $x > 0 ? 1 + $f($x - 1) : 0 }; $f(100000))]",
+            '[0, $match($pad("", 40, "a") & "!", /(a|aa)+$/)]',
+            "[0, $distinct([1..300000])]",
+            "[0, $string([1..20000].($$))]",
+            "[0, [1..10000].data]",
         ]
     ),
 )

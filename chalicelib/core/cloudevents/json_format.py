@@ -83,7 +83,9 @@ def parse_json_stdlib(body: bytes) -> Any:
     except UnicodeDecodeError:
         raise ValueError("body is not valid UTF-8") from None
     except RecursionError:
-        raise ValueError("JSON nested too deeply") from None
+        raise ValueError(
+            f"JSON nested too deeply (data: at most {MAX_JSON_DEPTH} levels)"
+        ) from None
     except ValueError as exc:
         raise ValueError(f"malformed JSON: {exc}") from None
 

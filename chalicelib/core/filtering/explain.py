@@ -36,13 +36,17 @@ def explain(
     if problems:
         raise ValidationError(problems)
     built = build_filter(filter_attributes, filters)
+    event_pattern.reset_budget(event)  # the verdict as routing reaches it, with a whole budget
+    matched = built.matches(event)
+    if event_pattern.over_budget(event):
+        return matched, [event_pattern.BUDGET_REASON]
     if filters:
         verdict = _all([_element(e, f"filters[{i}]", event) for i, e in enumerate(filters)])
     elif filter_attributes:
         verdict = _legacy(filter_attributes, event)
     else:
         verdict = True, ["no filter: every event matches"]
-    assert verdict[0] == built.matches(event), "explanation disagrees with the filter"
+    assert verdict[0] == matched, "explanation disagrees with the filter"
     return verdict
 
 
