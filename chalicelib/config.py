@@ -118,6 +118,10 @@ class Settings:
     # A Function URL in front of the API function serves only the ingress and /healthz
     # (chalicelib/function_url.py; per stage: function_url.routes in .chalice/config.json).
     function_url_ingress_only: bool = False
+    # The ARNs a subscriber or sink may name (docs/targets.md; per stage: target_arn_patterns in
+    # .chalice/config.json, BROKER_TARGET_ARN_PATTERNS, comma-separated, IAM wildcards). Local
+    # mode allows every ARN: its endpoint is the emulator's.
+    target_arn_patterns: tuple[str, ...] = ("arn:*",)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -199,6 +203,13 @@ class Settings:
             problems=problems,
             on_lambda=bool(env.get("AWS_LAMBDA_FUNCTION_NAME")),
             function_url_ingress_only=_bool(env.get("BROKER_FUNCTION_URL_INGRESS_ONLY"), False),
+            target_arn_patterns=tuple(
+                s.strip()
+                for s in env.get(
+                    "BROKER_TARGET_ARN_PATTERNS", "arn:*" if _local_mode(env, stage) else ""
+                ).split(",")
+                if s.strip()
+            ),
         )
 
     def require_runnable(self) -> Settings:

@@ -19,6 +19,7 @@ from chalicelib.core.resources.replay import REPLAYS, Replay
 from chalicelib.core.resources.trigger import TRIGGERS, Trigger
 from chalicelib.ports import (
     Archive,
+    AwsTargets,
     BlobListing,
     Blobs,
     HttpSender,
@@ -192,7 +193,14 @@ class Container:
             # a third of the function's time at most waiting for tokens (docs/flow-control.md)
             rate_hold=max(10.0, self.settings.delivery_function_timeout_seconds / 3),
             in_flight=self.settings.delivery_in_flight,
+            targets=self.aws_targets,
         )
+
+    @cached_property
+    def aws_targets(self) -> AwsTargets:  # ARN subscribers and sinks (docs/targets.md)
+        from chalicelib.adapters.aws_targets import Boto3Targets
+
+        return Boto3Targets(self.settings)
 
     @cached_property
     def delivery(self) -> Delivery:

@@ -296,3 +296,52 @@ class RateLimiter(Protocol):
         concurrent callers on the same key (no token is granted twice). Raises
         UnavailableError when the bucket cannot be read or written."""
         ...
+
+
+# ---- AWS targets (docs/targets.md) -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TargetCall:
+    """One delivery to an AWS target, as services/delivery_aws.py builds it: the payload and the
+    fields the target's service takes beside it."""
+
+    arn: str
+    body: str  # structured JSON (EventBridge: the entry's Detail)
+    group_id: str | None = None  # SQS and SNS FIFO: MessageGroupId
+    dedup_id: str | None = None  # SQS and SNS FIFO: MessageDeduplicationId
+    attributes: Mapping[str, str] = field(default_factory=dict)  # SNS message attributes
+    name: str | None = None  # Step Functions: the execution name
+    partition_key: str | None = None  # Kinesis
+    source: str | None = None  # EventBridge: Source
+    detail_type: str | None = None  # EventBridge: DetailType
+
+
+@dataclass(frozen=True)
+class TargetResult:
+    """What a target's service answered. ``code`` is the AWS error code (``FunctionError`` for a
+    Lambda function that raised, ``Timeout`` for no answer in time), None on success."""
+
+    code: str | None = None
+    message: str = ""
+    http_status: int | None = 200  # of the answer; None: none came (a timeout, no connection)
+    payload: bytes | None = None  # a Lambda function's result
+    elapsed_ms: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.code is None
+
+
+class AwsTargets(Protocol):
+    """Lambda, SQS, SNS, Step Functions, EventBridge, Kinesis and Firehose as subscribers. Never
+    raises for an AWS error or a timeout: they come back in the result."""
+
+    def send(self, call: TargetCall, timeout: float) -> TargetResult:
+        """One call (Invoke, SendMessage, Publish, StartExecution, PutEvents, PutRecord)."""
+        ...
+
+    def check(self, arn: str) -> TargetResult:
+        """The target's cheap describe call (GetFunction, GetQueueAttributes, ...): whether it
+        exists and the caller may reach it."""
+        ...

@@ -13,6 +13,7 @@ from chalicelib import logs
 from chalicelib.config import Settings
 from chalicelib.core import reconcile
 from chalicelib.core.clock import utcnow
+from chalicelib.core.delivery.aws_targets import allowed, is_arn, not_allowed_problem
 from chalicelib.core.errors import BrokerError, Problem, ValidationError
 from chalicelib.core.resources import conditions
 from chalicelib.core.resources.broker import Broker, ingress_url
@@ -124,11 +125,10 @@ class ControlPlane:
         return done
 
 
-def check_kafka_reachable(settings: Settings, uris: Sequence[tuple[str, str | None]]) -> None:
-    """A deployment whose delivery cannot reach Kafka refuses ``kafka://`` subscribers and sinks
-    at PUT, instead of accepting triggers whose every event would be dead-lettered."""
-    if settings.kafka_delivery:
-        return
+def check_destinations(settings: Settings, uris: Sequence[tuple[str, str | None]]) -> None:
+    """A deployment refuses at PUT the subscribers and sinks its delivery may not reach, instead
+    of accepting triggers whose every event would be dead-lettered: ``kafka://`` when delivery
+    cannot reach Kafka, an ARN outside the stage's target_arn_patterns (docs/targets.md)."""
     problems = [
         Problem(
             path,
@@ -136,7 +136,12 @@ def check_kafka_reachable(settings: Settings, uris: Sequence[tuple[str, str | No
             "stage and put the delivery functions in the cluster's VPC (docs/deploy.md, Kafka)",
         )
         for path, uri in uris
-        if uri is not None and kafka_target(uri) is not None
+        if not settings.kafka_delivery and uri is not None and kafka_target(uri) is not None
+    ]
+    problems += [
+        not_allowed_problem(uri, path)
+        for path, uri in uris
+        if uri is not None and is_arn(uri) and not allowed(uri, settings.target_arn_patterns)
     ]
     if problems:
         raise ValidationError(problems)
@@ -175,7 +180,7 @@ class BrokerHooks(Hooks[Broker]):
 
     def check(self, resource: Broker) -> None:
         sink = resource.delivery.dead_letter_sink_uri
-        check_kafka_reachable(self._settings, [("spec.delivery.deadLetterSink.uri", sink)])
+        check_destinations(self._settings, [("spec.delivery.deadLetterSink.uri", sink)])
 
     def saved(self, stored: Stored[Broker], existed: bool) -> Stored[Broker]:
         broker = stored.resource
@@ -219,7 +224,7 @@ class TriggerHooks(Hooks[Trigger]):
 
     def check(self, resource: Trigger) -> None:
         sink = resource.delivery.dead_letter_sink_uri if resource.delivery else None
-        check_kafka_reachable(
+        check_destinations(
             self._settings,
             [
                 ("spec.subscriber.uri", resource.subscriber_uri),

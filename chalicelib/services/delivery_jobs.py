@@ -22,6 +22,7 @@ from chalicelib.core.delivery.outcomes import Attempt
 from chalicelib.core.errors import UnavailableError
 from chalicelib.ports import (
     Archive,
+    AwsTargets,
     HttpResponse,
     HttpSender,
     KafkaPublisher,
@@ -29,6 +30,7 @@ from chalicelib.ports import (
     PublishResult,
     Queues,
     RateLimiter,
+    TargetResult,
 )
 from chalicelib.services import tracing
 from chalicelib.services.claims import Claims
@@ -87,6 +89,8 @@ class DeliveryParts:
     sleep: Callable[[float], None] = time.sleep
     # Requests of one batch in flight at once (the threads a worker sends on).
     in_flight: int = DEFAULT_IN_FLIGHT
+    # ARN subscribers and sinks (docs/targets.md); None: the role delivers to none.
+    targets: AwsTargets | None = None
 
 
 class Destination(NamedTuple):
@@ -104,7 +108,7 @@ class Job:
     event: CloudEvent | None = None
     headers: dict[str, str]
     body: bytes = b""
-    sent: HttpResponse | PublishResult | None = None
+    sent: HttpResponse | PublishResult | TargetResult | None = None
     answer: Attempt | None = None
     error: Exception | None = None
     # A trigger whose subscriber is an EventTransform (docs/transforms.md): the event it sends

@@ -12,8 +12,9 @@ from concurrent.futures import ThreadPoolExecutor
 from chalicelib.core.cloudevents import codec
 from chalicelib.core.cloudevents.event import CloudEvent
 from chalicelib.core.cloudevents.kafka_binding import encode_binary_record, encode_structured_record
+from chalicelib.core.delivery.aws_targets import is_arn
 from chalicelib.ports import HttpResponse, PublishResult
-from chalicelib.services import tracing
+from chalicelib.services import delivery_aws, tracing
 from chalicelib.services.delivery_jobs import DeliveryParts, Job
 from chalicelib.services.flow_control import RateGate
 from chalicelib.services.ingress import TTL_ATTRIBUTE
@@ -46,8 +47,8 @@ class Sender:
 
     def encode(self, job: Job, event: CloudEvent) -> None:
         """Build ``job``'s HTTP request for ``event`` (a Kafka record is built when published)."""
-        if job.destination.kafka is not None:
-            return
+        if job.destination.kafka is not None or is_arn(job.destination.target):
+            return  # a record, or an AWS call, is built when sent
         if job.destination.route.delivery.format == "json":
             headers, body = codec.encode_structured(
                 event.replace_attributes(remove=(TTL_ATTRIBUTE,))
@@ -83,6 +84,11 @@ class Sender:
             if to.kafka is not None:
                 outgoing = job.outgoing or job.event
                 job.sent = self._publish(to.route, outgoing, *to.kafka, to.timeout)
+            elif is_arn(to.target):  # an AWS target (docs/targets.md)
+                outgoing = job.outgoing or job.event
+                job.sent = delivery_aws.send(
+                    self._parts.targets, to.target, outgoing, to.route.name, to.timeout
+                )
             else:
                 job.sent = self._parts.sender.post(to.target, job.headers, job.body, to.timeout)
         except Exception as exc:

@@ -15,7 +15,8 @@ from chalicelib.core.delivery import policy
 from chalicelib.core.delivery.outcomes import Attempt, Outcome
 from chalicelib.core.errors import UnavailableError, ValidationError
 from chalicelib.core.transforms import TransformError
-from chalicelib.ports import HttpResponse, PublishResult
+from chalicelib.ports import HttpResponse, PublishResult, TargetResult
+from chalicelib.services import delivery_aws
 from chalicelib.services.delivery_jobs import (
     MAX_DELAY_SECONDS,
     DeliveryParts,
@@ -48,6 +49,8 @@ class Settler:
         if job.decided is not None:
             return job.decided
         sent = job.sent
+        if isinstance(sent, TargetResult):  # an AWS target's answer (docs/targets.md)
+            return delivery_aws.judge(sent, self._role.reads_replies)
         if isinstance(sent, PublishResult):
             outcome = policy.classify_publish(sent.ok)
             if sent.ok:

@@ -11,7 +11,7 @@ from typing import Any
 from chalicelib.config import Settings
 from chalicelib.core.clock import utcnow
 from chalicelib.core.resources.event_transform import EventTransform, event_transform_status
-from chalicelib.services.control_plane import check_kafka_reachable
+from chalicelib.services.control_plane import check_destinations
 from chalicelib.services.resources import Hooks, Resources, Stored
 from chalicelib.services.routing import ConfigCache
 
@@ -30,7 +30,7 @@ class EventTransformHooks(Hooks[EventTransform]):
         self._clock = clock
 
     def check(self, resource: EventTransform) -> None:
-        check_kafka_reachable(self._settings, [("spec.sink.uri", resource.sink_uri)])
+        check_destinations(self._settings, [("spec.sink.uri", resource.sink_uri)])
 
     def status(self, stored: Stored[EventTransform]) -> dict[str, Any]:
         return event_transform_status(

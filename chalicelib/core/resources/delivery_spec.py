@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from chalicelib.core.delivery.aws_targets import arn_problems, is_arn
 from chalicelib.core.errors import Problem
 from chalicelib.core.names import quote
 from chalicelib.core.resources.durations import Duration, DurationError
@@ -159,6 +160,8 @@ def uri_problems(value: object, path: str) -> list[Problem]:
         return [Problem(path, "must be a non-empty absolute http or https URL")]
     if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F for c in value):
         return [Problem(path, f"{quote(value)} must not contain spaces or control characters")]
+    if is_arn(value):  # an AWS target (docs/targets.md)
+        return arn_problems(value, path)
     try:
         parts = urlsplit(value)
         _ = parts.port  # raises ValueError on a bad port
@@ -168,7 +171,11 @@ def uri_problems(value: object, path: str) -> list[Problem]:
         return kafka_uri_problems(value, path)
     if parts.scheme.lower() not in ("http", "https"):
         return [
-            Problem(path, f"{quote(value)} must use http or https (or kafka://host:port/topic)")
+            Problem(
+                path,
+                f"{quote(value)} must use http or https (or kafka://host:port/topic, or be the "
+                "ARN of an AWS target)",
+            )
         ]
     if "@" in parts.netloc:
         return [Problem(path, f"{quote(value)} must not contain user information (user:password@)")]
