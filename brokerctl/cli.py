@@ -36,6 +36,7 @@ def _dev(args: argparse.Namespace) -> int:
             kafka_port=args.kafka_port,
             kafka_bootstrap=args.kafka_bootstrap,
             endpoint=args.endpoint,
+            functions=tuple(args.function),
         )
     )
 
@@ -111,6 +112,14 @@ def add_dev_parser(sub: Any) -> None:
         "--kafka-bootstrap",
         default=os.environ.get("BROKER_KAFKA_BOOTSTRAP") or None,
         help="with --kafka: use this running Kafka (host:port) instead of starting one",
+    )
+    dev.add_argument(
+        "--function",
+        action="append",
+        default=[],
+        metavar="NAME=module:handler",
+        help="a local Python handler that answers for arn:aws:lambda:...:function:NAME "
+        "(repeatable; docs/targets.md)",
     )
     dev.set_defaults(func=_dev)
 

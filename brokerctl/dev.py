@@ -39,6 +39,8 @@ class DevOptions:
     kafka_bootstrap: str | None = None  # use this Kafka instead of starting one
     # "localstack" (resolved by localstack-client), a URL, or None: AWS_ENDPOINT_URL, else embedded
     endpoint: str | None = None
+    # NAME=module:handler: local Lambda functions for ARN subscribers (brokerctl/local_functions.py)
+    functions: tuple[str, ...] = ()
 
 
 _print_lock = threading.Lock()
@@ -203,6 +205,13 @@ class LocalRuntime:
         if not port_is_free(opts.host, opts.port):
             print(f"error: port {opts.port} is in use (use --port or BROKER_PORT)", file=sys.stderr)
             return 2
+        from brokerctl.local_functions import FunctionSpecError, load_handlers
+
+        try:
+            handlers = load_handlers(opts.functions)
+        except FunctionSpecError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         endpoint = external_endpoint(opts.endpoint)
         external = endpoint is not None
         if endpoint:
@@ -242,6 +251,12 @@ class LocalRuntime:
         container.tap_archive(lambda archive: TappedArchive(archive, hub))
         self._stack.append(self.console.stop)
         bootstrap(settings, container.clients, say=say)
+        if handlers:  # moto runs no Lambda code: these answer Invoke for their names
+            from brokerctl.local_functions import LocalFunctions
+
+            functions = LocalFunctions(handlers, settings.region)
+            container.aws_targets.customize("lambda", functions.attach)
+            say(f"local Lambda functions: {', '.join(sorted(handlers))}")
         # Stopped after everything that archives, before the endpoint: the last second of
         # archive records is written while the endpoint still answers.
         from chalicelib.services import archiver

@@ -49,6 +49,7 @@ from chalicelib.services.replays import ReplayHooks, ReplayService
 from chalicelib.services.resources import Resources, ResourceService
 from chalicelib.services.routing import ROUTING_KINDS, ConfigCache, load_broker_config
 from chalicelib.services.shared_sends import SharedSends
+from chalicelib.services.target_checks import TargetChecks
 from chalicelib.services.tokens import Tokens
 from chalicelib.services.transforms import EventTransformHooks
 
@@ -242,6 +243,7 @@ class Container:
             self.cache,
             self.settings,
             transforms=Resources(self.store, EVENT_TRANSFORMS),
+            target_checks=TargetChecks(self.aws_targets),
         )
         return ResourceService(self.control_plane.triggers, hooks)
 

@@ -38,11 +38,20 @@ class Boto3Targets:
         self._endpoint = settings.endpoint_url
         self._region = settings.region
         self._clients: dict[tuple[str, str, int], Any] = {}
+        self._customizers: dict[str, list[Callable[[Any], None]]] = {}
         self._lock = threading.Lock()
 
+    def customize(self, service: str, customizer: Callable[[Any], None]) -> None:
+        """Apply ``customizer`` to every client of ``service``, built or to be built: local mode
+        answers Lambda's Invoke for its registered functions so (brokerctl/local_functions.py)."""
+        with self._lock:
+            self._customizers.setdefault(service, []).append(customizer)
+            built = [c for (s, _, _), c in self._clients.items() if s == service]
+        for client in built:
+            customizer(client)
+
     def client(self, service: str, region: str, timeout: float = CHECK_TIMEOUT_SECONDS) -> Any:
-        """The client for ``service`` in ``region`` that waits ``timeout`` seconds for an answer
-        (local mode registers its Lambda functions on the endpoint region's, brokerctl/dev.py)."""
+        """The client for ``service`` in ``region`` that waits ``timeout`` seconds for an answer."""
         key = (service, region, max(1, math.ceil(timeout)))
         client = self._clients.get(key)
         if client is None:
@@ -51,7 +60,10 @@ class Boto3Targets:
                 if client is None:
                     if len(self._clients) >= MAX_CLIENTS:
                         self._clients.clear()
-                    client = self._clients[key] = self._build(service, region, key[2])
+                    client = self._build(service, region, key[2])
+                    for customizer in self._customizers.get(service, ()):
+                        customizer(client)
+                    self._clients[key] = client
         return client
 
     def _build(self, service: str, region: str, read_timeout: int) -> Any:

@@ -24,6 +24,7 @@ from chalicelib.ports import Queues
 from chalicelib.services.provisioner import Provisioner
 from chalicelib.services.resources import Hooks, Resources, Stored
 from chalicelib.services.routing import ConfigCache
+from chalicelib.services.target_checks import TargetChecks
 from chalicelib.services.tokens import Tokens
 
 log = logs.get("control_plane")
@@ -213,8 +214,10 @@ class TriggerHooks(Hooks[Trigger]):
         settings: Settings,
         clock: Callable[[], datetime] = utcnow,
         transforms: Resources[EventTransform] | None = None,
+        target_checks: TargetChecks | None = None,
     ) -> None:
         self._cp = control_plane
+        self._target_checks = target_checks  # an ARN subscriber's readiness (docs/targets.md)
         self._transforms = transforms  # what a subscriber.ref names (docs/transforms.md)
         self._queues = queues
         self._cache = cache
@@ -266,6 +269,11 @@ class TriggerHooks(Hooks[Trigger]):
             provisioned_at=_parse_iso(state.get("provisioned_at")),
             previous=stored.status,
             transform_url=transform_url,
+            subscriber_problem=(
+                self._target_checks.problem(trigger.subscriber_uri)
+                if self._target_checks is not None and trigger.subscriber_ref is None
+                else None
+            ),
         )
 
     def saved(self, stored: Stored[Trigger], existed: bool) -> Stored[Trigger]:

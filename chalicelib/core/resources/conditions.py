@@ -177,8 +177,12 @@ def trigger_status(
     provisioned_at: datetime | None = None,
     previous: Mapping[str, Any] | None = None,
     transform_url: str | None = None,
+    subscriber_problem: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
     """The trigger's status from what the control plane knows.
+
+    ``subscriber_problem``: (reason, message) when its AWS target does not exist or refuses the
+    broker (SubscriberNotFound, SubscriberNotAuthorized; docs/targets.md).
 
     ``transform_url``: for a trigger whose ``subscriber.ref`` names an EventTransform, the
     transform's address, or None while it does not exist (SubscriberResolved is then False).
@@ -197,7 +201,10 @@ def trigger_status(
     else:
         manager.mark_true(BROKER_READY)
     if trigger.subscriber_ref is None:
-        manager.mark_true(SUBSCRIBER_RESOLVED)
+        if subscriber_problem is None:
+            manager.mark_true(SUBSCRIBER_RESOLVED)
+        else:
+            manager.mark_false(SUBSCRIBER_RESOLVED, *subscriber_problem)
         status["subscriberUri"] = trigger.subscriber_uri
     elif transform_url is None:
         manager.mark_false(
