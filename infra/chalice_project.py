@@ -159,6 +159,9 @@ def patch_package(
     }
     if public_url:
         imported["BROKER_PUBLIC_URL"] = public_url.rstrip("/")
+    from infra import target_policy  # the ARNs the stage delivers to (docs/targets.md)
+
+    imported.update(target_policy.environment(config, stage))
     patched = copy.deepcopy(sam)
     spool = spool_layer.carrying(config, stage)  # the carry spool's extension (docs/cost.md)
     if spool:

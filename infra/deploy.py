@@ -39,6 +39,7 @@ from infra import (
     gateway_responses,
     spool_layer,
     stack,
+    target_policy,
 )
 from infra.cfn import TEMPLATE_PATH, Resolver, UnresolvableError, load_template
 
@@ -203,6 +204,9 @@ def deploy(session: Any, stage: str, parameters: dict[str, str], public_url: str
     environment = chalice_project.stage_environment(template, outputs)
     # What the Function URL serves (infra/function_url.py): read by the API function.
     environment.update(function_url.FunctionUrl.of_stage(config, stage).environment())
+    # The ARNs the stage delivers to (infra/target_policy.py), resolved for this account.
+    for variable, value in target_policy.environment(config, stage).items():
+        environment[variable] = str(resolver.resolve(value))
     layers = None
     if spool_layer.carrying(config, stage):  # carried archive records' shutdown extension
         name = spool_layer.layer_name(APP_NAME, stage)

@@ -161,8 +161,12 @@ def test_pipeline_package_names_functions_and_imports_the_shared_stack(
             chalice_config, STAGE, function
         )
         variables = props["Environment"]["Variables"]
-        imported = {v["Fn::ImportValue"] for v in variables.values() if isinstance(v, dict)}
+        imported = {v["Fn::ImportValue"] for v in variables.values() if "Fn::ImportValue" in v}
         assert imported <= exports
+        # The ARNs the stage delivers to (infra/target_policy.py), as its policies grant them.
+        assert variables["BROKER_TARGET_ARN_PATTERNS"] == {
+            "Fn::Sub": ",".join(chalice_config["stages"][STAGE]["target_arn_patterns"])
+        }
         assert {"BROKER_ARCHIVE_BUCKET", "BROKER_CLAIM_BUCKET"} <= {
             k for k, v in variables.items() if isinstance(v, dict)
         }

@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
+from infra import target_policy
 from infra.cfn import Resolver
+from infra.chalice_project import load_config
 from tests.infra.conftest import ACCOUNT, REGION, STAGE
 
 _A = f"arn:aws:{{service}}:{REGION}:{ACCOUNT}"
@@ -184,6 +186,74 @@ ALLOWLIST: dict[str, Allowed] = {
         "appends a random suffix to every secret ARN",
     ),
 }
+
+
+def _resolved(pattern: str) -> str:
+    subs = {"${AWS::Region}": REGION, "${AWS::AccountId}": ACCOUNT, "${AWS::Partition}": "aws"}
+    for name, value in subs.items():
+        pattern = pattern.replace(name, value)
+    return pattern
+
+
+def _target_allowlist() -> dict[str, Allowed]:
+    """The stage's target_arn_patterns (docs/targets.md): the ARNs its triggers may deliver to,
+    named by the operator; each grants only its service's delivery and describe actions."""
+    out: dict[str, Allowed] = {}
+    for pattern in target_policy.patterns_of(load_config(), STAGE):
+        service = target_policy.service_of(pattern)
+        actions = {*target_policy.DELIVERY_ACTIONS[service], *target_policy.CHECK_ACTIONS[service]}
+        reason = "an AWS target the stage's target_arn_patterns allow (infra/target_policy.py)"
+        out[_resolved(pattern)] = _allow(actions, reason)
+        if service == "states":
+            execution = pattern.replace(":stateMachine:", ":execution:") + ":*"
+            out[_resolved(execution)] = _allow("states:DescribeExecution", reason)
+    return out
+
+
+ALLOWLIST.update(_target_allowlist())
+
+
+def test_target_statements_are_generated_from_the_stage_patterns(
+    policy_files: dict[str, dict[str, Any]], resolver: Resolver
+) -> None:
+    """The delivery and dead_letter roles may call each target service's delivery action, the
+    API role its describe call (readiness), on the stage's target_arn_patterns and nothing else:
+    the committed policies hold exactly what ``python -m infra.target_policy`` generates, no
+    target statement has a ``*`` resource, and every ARN a pattern allows is granted."""
+    patterns = target_policy.patterns_of(load_config(), STAGE)
+    assert patterns, "the prod stage names the ARNs it delivers to"
+    for fn, role in target_policy.ROLES.items():
+        found = [
+            st
+            for st in policy_files[fn]["Statement"]
+            if str(st.get("Sid", "")).startswith(target_policy.SID_PREFIX)
+        ]
+        assert found == target_policy.statements(patterns, role), fn
+        granted = resolver.resolve(found)
+        assert all(r != "*" for st in granted for r in _as_list(st["Resource"]))
+        for pattern in patterns:
+            arn = _resolved(pattern).replace("*", "x")
+            service = target_policy.service_of(pattern)
+            actions = (
+                target_policy.DELIVERY_ACTIONS if role == "deliver" else target_policy.CHECK_ACTIONS
+            )[service]
+            assert any(
+                set(actions) <= set(st["Action"])
+                and any(fnmatch.fnmatchcase(arn, r) for r in _as_list(st["Resource"]))
+                for st in granted
+            ), (fn, arn)
+    for fn in set(policy_files) - set(target_policy.ROLES):
+        assert not any(
+            str(st.get("Sid", "")).startswith(target_policy.SID_PREFIX)
+            for st in policy_files[fn]["Statement"]
+        ), fn
+
+
+def test_functions_read_the_patterns_they_are_granted() -> None:
+    value = target_policy.environment(load_config(), STAGE)[target_policy.VARIABLE]
+    assert value == {"Fn::Sub": ",".join(target_policy.patterns_of(load_config(), STAGE))}
+    with pytest.raises(SystemExit, match="target service"):
+        target_policy.statements(["arn:*"], "deliver")
 
 
 def _as_list(value: Any) -> list[Any]:
