@@ -110,7 +110,9 @@ def add_trigger_parser(sub: Any) -> None:
     )
     filter_options(create)
     subscriber = create.add_mutually_exclusive_group(required=True)
-    subscriber.add_argument("--sink", metavar="URI", help="subscriber URI")
+    subscriber.add_argument(
+        "--sink", metavar="URI", help="subscriber URI or AWS target ARN (docs/targets.md)"
+    )
     subscriber.add_argument(
         "--transform",
         metavar="NAME",
@@ -151,7 +153,9 @@ def add_trigger_parser(sub: Any) -> None:
         metavar="KEY=VALUE|KEY-",
         help="set a filter attribute, or remove it with KEY-; repeatable",
     )
-    update.add_argument("--sink", metavar="URI", help="subscriber URI")
+    update.add_argument(
+        "--sink", metavar="URI", help="subscriber URI or AWS target ARN (docs/targets.md)"
+    )
     _max_rate_option(update)
     delivery_options(update)
     wait_options(update, "trigger")
