@@ -253,9 +253,11 @@ class LocalRuntime:
         bootstrap(settings, container.clients, say=say)
         if handlers:  # moto runs no Lambda code: these answer Invoke for their names
             from brokerctl.local_functions import LocalFunctions
+            from chalicelib.adapters.aws_targets import Boto3Targets
 
-            functions = LocalFunctions(handlers, settings.region)
-            container.aws_targets.customize("lambda", functions.attach)
+            targets = container.aws_targets
+            assert isinstance(targets, Boto3Targets)  # the runtime's, as deployed
+            targets.customize("lambda", LocalFunctions(handlers, settings.region).attach)
             say(f"local Lambda functions: {', '.join(sorted(handlers))}")
         # Stopped after everything that archives, before the endpoint: the last second of
         # archive records is written while the endpoint still answers.
