@@ -395,8 +395,9 @@ def measure_dedup_calls() -> tuple[dict[str, float], str]:
     notes = (
         f"dedup_calls_per_event: DynamoDB writes (conditional PutItem / TransactWriteItems) per "
         f"accepted event at ingress with a PT5M window, {DEDUP_BATCHES} batches of 10 fresh events "
-        "(target <= 0.2: a claim and a confirm per batch); *_half_repeats: batches whose 5 last events repeat "
-        "5 of the previous batch (accepted = events answered 202); single: one event per POST; "
+        "(target <= 0.2: a claim and a confirm per batch); *_half_repeats: batches whose 5 last "
+        "events repeat 5 of the previous batch (accepted = events answered 202); single: one "
+        "event per POST; "
         "ingress_calls_per_event_*: every AWS call the ingress made, without and with a window"
     )
     return figures, notes
