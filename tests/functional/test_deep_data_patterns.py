@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+
 import pytest
 
 from chalicelib.ports import HttpResponse
