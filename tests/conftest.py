@@ -23,7 +23,6 @@ os.environ["BROKER_STAGE"] = "local"
 os.environ["BROKER_LOCAL_MODE"] = "true"
 
 
-
 @pytest.fixture(scope="session")
 def moto_endpoint() -> Iterator[str]:
     from brokerctl.embedded_aws import EmbeddedAws, free_port
