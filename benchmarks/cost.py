@@ -43,7 +43,9 @@ ASSUMPTIONS: dict[str, float] = {
     "subscriber_ms": 10.0,  # a subscriber's answer time; a fast one is sent one event at a time
     "esm_pollers_per_mapping": 5,  # parallel long polls an SQS event source mapping keeps idle
     "esm_long_poll_seconds": 20,  # each of them a 20 s ReceiveMessage
-    "mappings_per_trigger": 2,  # the trigger's queue (delivery) and its DLQ (dead_letter)
+    # The trigger's queue (delivery); its DLQ has a mapping (dead_letter) only while the trigger
+    # has a dead-letter sink (core/reconcile.py): 1 by default, 2 with a sink.
+    "mappings_per_trigger": 1,
 }
 SECONDS_PER_MONTH = 30 * 24 * 3600
 # SQS calls an event source mapping makes itself (in local mode: brokerctl's pollers): they are
@@ -180,12 +182,13 @@ def price_eventbridge(event_bytes: int, triggers: int, prices: dict[str, Any]) -
 
 
 def idle_usd_per_trigger_month(
-    prices: dict[str, Any], assumptions: dict[str, float] = ASSUMPTIONS
+    prices: dict[str, Any], assumptions: dict[str, float] = ASSUMPTIONS, *, sink: bool = False
 ) -> float:
     """A quiet trigger's cost: each of its mappings keeps ``esm_pollers_per_mapping`` long polls
-    open on an empty queue, one ReceiveMessage each per ``esm_long_poll_seconds``."""
+    open on an empty queue, one ReceiveMessage each per ``esm_long_poll_seconds``; a trigger
+    with a dead-letter sink has its DLQ's mapping too."""
     polls = (
-        assumptions["mappings_per_trigger"]
+        (assumptions["mappings_per_trigger"] + (1 if sink else 0))
         * assumptions["esm_pollers_per_mapping"]
         * SECONDS_PER_MONTH
         / assumptions["esm_long_poll_seconds"]
@@ -197,11 +200,13 @@ def idle_usd_per_trigger_month(
 CP = "/apis/eventing.knative.dev/v1/namespaces/bench"
 SINGLES = 400
 PRODUCERS = 8  # concurrent single-event producers: a busy broker (the trickle shape has 1)
-# BROKER_ARCHIVE_CARRY_SECONDS for this run: the prod stage's, as shipped (.chalice/config.json).
+# BROKER_ARCHIVE_CARRY_SECONDS for this run: the prod stage's as shipped (.chalice/config.json:
+# none, the archive carry is opt-in), or COST_CARRY_SECONDS to price the opt-in lever.
 CARRY_SECONDS = float(
-    json.loads(CHALICE_CONFIG.read_text(encoding="utf-8"))["stages"]["prod"][
+    os.environ.get("COST_CARRY_SECONDS")
+    or json.loads(CHALICE_CONFIG.read_text(encoding="utf-8"))["stages"]["prod"][
         "environment_variables"
-    ]["BROKER_ARCHIVE_CARRY_SECONDS"]
+    ].get("BROKER_ARCHIVE_CARRY_SECONDS", "0")
 )
 BATCHES = 20
 LARGE = 10
@@ -516,6 +521,7 @@ def main() -> None:
         "usd_per_million_single_trickle": price_shape(by["single_1_trickle"], prices)["total"],
         "usd_per_million_eventbridge": price_eventbridge(1024, 1, prices),
         "idle_usd_per_trigger_month": idle,
+        "idle_usd_per_trigger_month_with_sink": idle_usd_per_trigger_month(prices, sink=True),
         "spool_us_per_carried_record": spool_record_us,
         "spool_us_per_carry_window": spool_window_us,
     }
@@ -527,8 +533,9 @@ def main() -> None:
         "_trickle: single events from 1 producer (the delivery function invoked per event); "
         "_api_gateway: the same as _single through API Gateway REST; ingress SQS sends priced "
         "at >= 1 per request and trigger (a Lambda container cannot coalesce them as local "
-        f"mode does); archive records carried {CARRY_SECONDS:g} s by warm containers (the "
-        "shipped prod default, BROKER_ARCHIVE_CARRY_SECONDS in .chalice/config.json), each also "
+        f"mode does); archive records carried {CARRY_SECONDS:g} s by warm containers (0: the "
+        "shipped default, each request writes its own; the carry is opt-in per stage with "
+        "BROKER_ARCHIVE_CARRY_SECONDS, priced with COST_CARRY_SECONDS=1), carried records "
         "spooled to local disk for the shutdown extension (infra/spool_extension/, a layer on "
         "every function) that writes what a container still carries when Lambda shuts it down; "
         "spool_us_*: what the spool adds on this machine, per carried ~1 KiB record and per "

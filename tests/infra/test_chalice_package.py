@@ -260,24 +260,18 @@ def test_the_pipeline_package_has_the_function_url_beside_the_api(pipeline_packa
     assert variables["BROKER_FUNCTION_URL_INGRESS_ONLY"] == "true"  # prod: producers only there
 
 
-def test_the_pipeline_package_has_the_spool_extension_on_every_function(
+def test_the_shipped_package_has_no_spool_extension_and_no_carry(
     pipeline_package: Path, chalice_config: dict[str, Any]
 ) -> None:
-    """Prod carries archive records (BROKER_ARCHIVE_CARRY_SECONDS=1, docs/cost.md), so every
-    function has the layer whose extension writes them at shutdown (infra/spool_layer.py); its
-    zip is beside sam.json, where `aws cloudformation package` uploads it from."""
+    """The archive carry is opt-in (docs/cost.md): the prod stage as shipped carries nothing, so
+    no function has the spool layer and none is told to carry."""
     from infra import spool_layer
 
-    assert spool_layer.carrying(chalice_config, STAGE)
+    assert not spool_layer.carrying(chalice_config, STAGE)
     sam = _sam(pipeline_package)
-    layer = sam["Resources"][spool_layer.LAYER_ID]
-    assert layer["Type"] == "AWS::Serverless::LayerVersion"
-    content = pipeline_package / layer["Properties"]["ContentUri"]
-    with zipfile.ZipFile(content) as zf:
-        launcher = zf.getinfo(f"extensions/{spool_layer.EXTENSION_NAME}")
-        assert (launcher.external_attr >> 16) & 0o111 == 0o111  # executable: Lambda runs it
-        assert f"{spool_layer.EXTENSION_NAME}/extension.py" in zf.namelist()
-    functions = _functions(sam)
-    assert len(functions) == 6
-    for logical_id, resource in functions.items():
-        assert resource["Properties"]["Layers"] == [{"Ref": spool_layer.LAYER_ID}], logical_id
+    assert spool_layer.LAYER_ID not in sam["Resources"]
+    assert not (pipeline_package / spool_layer.ZIP_NAME).exists()
+    for logical_id, resource in _functions(sam).items():
+        assert "Layers" not in resource["Properties"], logical_id
+        variables = resource["Properties"].get("Environment", {}).get("Variables", {})
+        assert "BROKER_ARCHIVE_CARRY_SECONDS" not in variables, logical_id

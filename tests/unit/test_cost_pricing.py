@@ -89,8 +89,10 @@ def test_eventbridge_charges_per_64_kib_chunk_and_per_destination() -> None:
 
 
 def test_idle_trigger_cost_is_its_mappings_long_polls() -> None:
-    # 2 mappings x 5 pollers x (30 days / 20 s) = 1,296,000 ReceiveMessage at $0.40/M
-    assert idle_usd_per_trigger_month(PRICES) == pytest.approx(1.296 * 0.40)
+    # 1 mapping x 5 pollers x (30 days / 20 s) = 648,000 ReceiveMessage at $0.40/M; a trigger
+    # with a dead-letter sink has its DLQ's mapping too
+    assert idle_usd_per_trigger_month(PRICES) == pytest.approx(0.648 * 0.40)
+    assert idle_usd_per_trigger_month(PRICES, sink=True) == pytest.approx(1.296 * 0.40)
 
 
 def test_sends_are_priced_at_one_per_request_and_trigger_as_on_lambda() -> None:
