@@ -124,7 +124,10 @@ class Settings:
     target_arn_patterns: tuple[str, ...] = ("arn:*",)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+    def from_env(
+        cls, env: Mapping[str, str] | None = None, *, extensions_dir: str = EXTENSIONS_DIR
+    ) -> Settings:
+        """``extensions_dir``: where Lambda keeps the layers' extensions (tests name another)."""
         env = os.environ if env is None else env
         stage = (env.get("BROKER_STAGE") or "").strip()
         problems = _environment_problems(env, stage)
@@ -142,7 +145,7 @@ class Settings:
                 return kind(default)  # reported in problems: require_runnable refuses it
 
         carry = min(300.0, max(0.0, float(number("BROKER_ARCHIVE_CARRY_SECONDS", "0", float))))
-        carry_off = _carry_off(env, carry)
+        carry_off = _carry_off(env, carry, extensions_dir)
         return cls(
             stage=stage,
             region=get("AWS_REGION", env.get("AWS_DEFAULT_REGION", "us-east-1")),
@@ -223,13 +226,13 @@ class Settings:
         return self
 
 
-def _carry_off(env: Mapping[str, str], carry: float) -> str | None:
+def _carry_off(env: Mapping[str, str], carry: float, extensions_dir: str) -> str | None:
     """Why a carry of ``carry`` seconds cannot be honoured here, or None. On Lambda carrying needs
     the shutdown extension (docs/cost.md): a stage deployed without its layer (a bare ``chalice
     deploy``) answers every request after writing its archive records, as with a carry of 0."""
     if carry <= 0 or not env.get("AWS_LAMBDA_FUNCTION_NAME"):
         return None
-    extension = os.path.join(env.get("BROKER_EXTENSIONS_DIR") or EXTENSIONS_DIR, SPOOL_EXTENSION)
+    extension = os.path.join(extensions_dir, SPOOL_EXTENSION)
     if os.path.exists(extension):
         return None
     return (

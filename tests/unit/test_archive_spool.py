@@ -234,10 +234,9 @@ def test_lambda_without_the_shutdown_extension_does_not_carry(
         "BROKER_STAGE": "prod",
         "AWS_LAMBDA_FUNCTION_NAME": "serverless-broker-prod",
         "BROKER_ARCHIVE_CARRY_SECONDS": "1",
-        "BROKER_EXTENSIONS_DIR": str(tmp_path),
         "BROKER_ARCHIVE_SPOOL_DIR": str(tmp_path / "spool"),
     }
-    bare = Settings.from_env(env)
+    bare = Settings.from_env(env, extensions_dir=str(tmp_path))
     assert bare.archive_carry_seconds == 0.0
     assert bare.archive_carry_off is not None
     assert str(tmp_path / SPOOL_EXTENSION) in bare.archive_carry_off
@@ -246,7 +245,7 @@ def test_lambda_without_the_shutdown_extension_does_not_carry(
     assert [r.getMessage() for r in caplog.records] == [bare.archive_carry_off]
 
     (tmp_path / SPOOL_EXTENSION).write_text("#!/bin/sh\n")
-    layered = Settings.from_env(env)
+    layered = Settings.from_env(env, extensions_dir=str(tmp_path))
     assert layered.archive_carry_seconds == 1.0 and layered.archive_carry_off is None
     assert isinstance(Container(layered).archive, SpooledArchive)
     # Off Lambda (local mode, tests) there is no extension to look for.
