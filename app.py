@@ -50,7 +50,7 @@ app.api.binary_types = sorted(
     }
 )
 
-# Control plane: IAM (SigV4) when deployed, open on loopback in local mode (DESIGN.md §5).
+# Control plane: IAM (SigV4) when deployed, open on loopback in local mode (design.md §5).
 # Computed at import, where an empty environment must still import cleanly: from_env reads local
 # mode only from an explicit BROKER_STAGE=local + BROKER_LOCAL_MODE=true, so an environment that
 # lost its stage gets IAM here (closed), and its container refuses to build (require_runnable).
@@ -187,7 +187,7 @@ def openapi_document() -> Response:
     return json_response(document(_SETTINGS.public_url, signed=_CP_AUTH is not None))
 
 
-# ---- control plane: one shape for every resource kind (DESIGN.md §2.2, §10) -------------------
+# ---- control plane: one shape for every resource kind (design.md §2.2, §10) -------------------
 
 KS = "/apis/sources.knative.dev/v1/namespaces/{namespace}"
 ET = "/apis/eventing.knative.dev/v1alpha1/namespaces/{namespace}"
@@ -250,7 +250,7 @@ def _broker_scoped_routes(plural: str, service: Callable[[], Any]) -> None:
 _broker_scoped_routes("replays", lambda: get_container().replays)
 
 
-# Nothing is created, so not a resource: DESIGN.md's ``triggers:test`` (a custom method in the
+# Nothing is created, so not a resource: design.md's ``triggers:test`` (a custom method in the
 # style of Google's AIP-136). Whether API Gateway takes a colon in a path part could not be
 # checked here (its older error text names only a-zA-Z0-9._- and braces; later reports say REST
 # APIs accept it), and one refused route fails the whole deploy: deployed, the call is
@@ -297,7 +297,7 @@ def broker_token(namespace: str, name: str, token_id: str) -> Response:
     return json_response(get_container().tokens.revoke(namespace, name, token_id))
 
 
-# ---- Kafka sources: their failure queues (DESIGN.md §10) ------------------------------------
+# ---- Kafka sources: their failure queues (design.md §10) ------------------------------------
 
 
 @_route(f"{KS}/kafkasources/{{name}}/failures", ["GET", "DELETE"])
@@ -308,7 +308,7 @@ def kafka_source_failures(namespace: str, name: str) -> Response:
     return json_response(sources.failures(namespace, name, _query("limit", "100")))
 
 
-# ---- xRegistry (DESIGN.md §9) ----------------------------------------------------------------
+# ---- xRegistry (design.md §9) ----------------------------------------------------------------
 
 REG = "/registry"
 ENDPOINT = f"{REG}/endpoints/{{endpointid}}"

@@ -11,7 +11,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def write_result(name: str, figures: dict[str, float], notes: str, **extra: Any) -> Path:
-    """Write the result in the DESIGN.md §11 shape and print the figures."""
+    """Write the result in the design.md §11 shape and print the figures."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     doc: dict[str, Any] = {
         "benchmark": name,

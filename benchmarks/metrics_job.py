@@ -1,4 +1,4 @@
-"""Metrics job speed (DESIGN.md §11): the Spark job on local[2] over archives of 1 M and 4 M
+"""Metrics job speed (design.md §11): the Spark job on local[2] over archives of 1 M and 4 M
 records, side by side with Spark's floor (a bare read-and-count of the same files with the same
 explicit schema) and the same metrics in DuckDB (what a single-machine user would pick).
 

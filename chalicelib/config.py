@@ -1,6 +1,6 @@
 """Settings, read once from the environment. Nothing else in chalicelib reads ``os.environ``.
 
-Fail closed (DESIGN.md §5, §6): local mode removes the control plane's IAM authorization and the
+Fail closed (design.md §5, §6): local mode removes the control plane's IAM authorization and the
 subscriber address guard, so the environment never implies it. It takes both
 ``BROKER_STAGE=local`` and ``BROKER_LOCAL_MODE=true`` (``brokerctl dev`` and the ``local`` Chalice
 stage set both). An environment without ``BROKER_STAGE`` reads as a deployment that forgot its

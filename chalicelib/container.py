@@ -304,7 +304,7 @@ class Container:
             ),
         )
 
-    # ---- xRegistry (DESIGN.md §9) ---------------------------------------------------------------
+    # ---- xRegistry (design.md §9) ---------------------------------------------------------------
 
     @cached_property
     def event_types(self) -> EventTypeSample:
@@ -322,7 +322,7 @@ class Container:
             MetricsEventTypes(fetch, ttl_s=self.settings.metrics_refresh_seconds),
         )
 
-    # ---- Kafka (DESIGN.md §10) ------------------------------------------------------------------
+    # ---- Kafka (design.md §10) ------------------------------------------------------------------
 
     @cached_property
     def kafka_publisher(self) -> KafkaPublisher:

@@ -54,7 +54,7 @@ _CHALICE_SLUGS = {
 
 def with_problem_body(response: Response) -> Response:
     """``response``, unless it is one of Chalice's own error answers: then the same status and
-    headers with a problem+json body, so every error of the API has one shape (DESIGN.md §2)."""
+    headers with a problem+json body, so every error of the API has one shape (design.md §2)."""
     body = response.body
     if response.status_code < 400 or not isinstance(body, dict) or set(body) != {"Code", "Message"}:
         return response

@@ -1,4 +1,4 @@
-"""The HTTP side of a broker's ingress URL (DESIGN.md §2.1): the method, the WebHook handshake,
+"""The HTTP side of a broker's ingress URL (design.md §2.1): the method, the WebHook handshake,
 and the status, headers and body that answer ``Ingress.accept``."""
 
 from __future__ import annotations

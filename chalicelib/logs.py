@@ -1,4 +1,4 @@
-"""Logs and traces (DESIGN.md §4): one powertools Logger and Tracer for every function.
+"""Logs and traces (design.md §4): one powertools Logger and Tracer for every function.
 
 Modules log through stdlib loggers under ``broker`` (``logs.get("delivery")``), and say what a line
 is about as keys (``extra={"event_id": ..., "trigger": ..., "attempt": ...}``). Where those lines

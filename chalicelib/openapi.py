@@ -1,4 +1,4 @@
-"""The API's OpenAPI 3.1 document, served at ``GET /apis/openapi.json`` (DESIGN.md §2).
+"""The API's OpenAPI 3.1 document, served at ``GET /apis/openapi.json`` (design.md §2).
 
 Written out by hand, operation by operation, rather than generated from ``app.routes``: a test
 compares the two, so a route added without its description (or a description left behind by a
@@ -356,7 +356,7 @@ def _paths(*, local: bool) -> dict[str, dict[str, Any]]:
         **_crud("Broker", "brokers", f"{CP}/brokers", "Broker"),
         **_crud("Trigger", "triggers", f"{CP}/triggers", "Trigger"),
         f"{CP}/triggers-test": {"post": _filter_test("testFilter")},
-        # Local mode also serves DESIGN.md's spelling (API Gateway refuses a colon in a path).
+        # Local mode also serves design.md's spelling (API Gateway refuses a colon in a path).
         **({f"{CP}/triggers:test": {"post": _filter_test("testFilterLocal")}} if local else {}),
         f"{CP}/triggers/{{name}}/deadletters": {
             "get": _op(

@@ -1,4 +1,4 @@
-"""API Gateway's own answers, made to speak the API's language (DESIGN.md §2.1, last row).
+"""API Gateway's own answers, made to speak the API's language (design.md §2.1, last row).
 
 API Gateway answers a path no route matches with ``403 {"message": "Missing Authentication
 Token"}``, which users read as an auth problem. Its gateway response of type

@@ -1,4 +1,4 @@
-"""The archive schema v1 (DESIGN.md §3), as the reader sees it: one field list, from which come the
+"""The archive schema v1 (design.md §3), as the reader sees it: one field list, from which come the
 Spark read schema (explicit: the job never infers one) and a plain-Python validator that the
 writer's unit test runs against ``chalicelib/core/archive.py``.
 

@@ -2,7 +2,7 @@
 ``/ui/events`` (server-sent events), served by the local runtime's HTTP server beside the Chalice
 app, which cannot stream.
 
-The tail's source is the archive records as they are written (DESIGN.md §3): ``TappedArchive``
+The tail's source is the archive records as they are written (design.md §3): ``TappedArchive``
 wraps the archive port and hands every record to a ``TailHub`` before passing them on. The hub
 keeps the last ``RING_SIZE`` entries and one bounded queue per browser; a browser that falls
 ``QUEUE_SIZE`` entries behind is dropped (counted in ``dropped``), never waited for, so a slow

@@ -1,4 +1,4 @@
-"""The address guard of delivery (DESIGN.md §2.3, §5): outside local mode, subscribers and sinks,
+"""The address guard of delivery (design.md §2.3, §5): outside local mode, subscribers and sinks,
 HTTP or Kafka, may not be reached on addresses inside the deployment's own networks — loopback,
 link-local (169.254.169.254, the instance metadata), private, carrier-grade NAT (100.64.0.0/10,
 which Python does not count as private), multicast, reserved — unless allow-listed."""

@@ -1,5 +1,5 @@
 """The committed offsets of a KafkaSource's consumer group, through kafka-python's admin client
-(DESIGN.md §10).
+(design.md §10).
 
 Knative's KafkaSource commits its consumer group's initial offsets before it reports Ready, so
 that a record produced once the source is Ready is read whenever the consumers join. Lambda does

@@ -1,4 +1,4 @@
-"""Mappings on Lambda event source mappings: SQS queues and Kafka topics (DESIGN.md §4, §10)."""
+"""Mappings on Lambda event source mappings: SQS queues and Kafka topics (design.md §4, §10)."""
 
 from __future__ import annotations
 

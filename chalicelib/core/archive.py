@@ -1,4 +1,4 @@
-"""Archive records, schema v1 (DESIGN.md §3): what ingress and delivery send to Firehose, and so
+"""Archive records, schema v1 (design.md §3): what ingress and delivery send to Firehose, and so
 what the metrics job reads. ``tests/unit/test_archive.py`` holds each builder to the reader's
 fields in ``spark_glue/schema.py``: change the shape only with a version bump."""
 

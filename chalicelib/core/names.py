@@ -51,7 +51,7 @@ def is_dns1123_label(value: str) -> bool:
 def name_problems(value: object, field: str, *, what: str = "name") -> list[Problem]:
     """Problems with ``value`` as a DNS-1123 label (empty when it is one). A namespace
     (``what="namespace"``) must also not be reserved: every path that names one (ingress, the
-    control plane) checks it here, so none can forget (DESIGN.md §2)."""
+    control plane) checks it here, so none can forget (design.md §2)."""
     if not isinstance(value, str) or not value:
         return [Problem(field, f"{what} is required and must be a non-empty string")]
     if len(value) > MAX_NAME_LENGTH:

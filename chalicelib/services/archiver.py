@@ -1,4 +1,4 @@
-"""Writing archive records (DESIGN.md §3), for every function that writes them: retried, then
+"""Writing archive records (design.md §3), for every function that writes them: retried, then
 counted in ``archive_failure_count`` and logged with the event ids, never raised."""
 
 from __future__ import annotations

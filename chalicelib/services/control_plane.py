@@ -1,4 +1,4 @@
-"""Brokers and Triggers (DESIGN.md §2.2): what each kind adds to the generic resource service
+"""Brokers and Triggers (design.md §2.2): what each kind adds to the generic resource service
 (``services/resources.py``), and the provisioning of a trigger's queues and mappings through a
 plan (``core/reconcile.py``) executed by the Provisioner. Status is computed from stored facts
 and the broker's existence each time it is read; Ready is derived, never stored."""

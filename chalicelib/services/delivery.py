@@ -1,4 +1,4 @@
-"""Delivery (DESIGN.md §2.3): drain a queue, send each event on, act on the answer. One engine for
+"""Delivery (design.md §2.3): drain a queue, send each event on, act on the answer. One engine for
 two roles (``services/delivery_roles.py``): a trigger's subscriber, and its dead-letter sink.
 
 A batch runs in three passes (docs/delivery.md), each over every record, each a module of its

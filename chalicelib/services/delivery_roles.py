@@ -1,5 +1,5 @@
 """The two roles of delivery (``services/delivery.py``): a trigger's subscriber, fed from its queue,
-and its dead-letter sink, fed from its DLQ (DESIGN.md §2.3)."""
+and its dead-letter sink, fed from its DLQ (design.md §2.3)."""
 
 from __future__ import annotations
 

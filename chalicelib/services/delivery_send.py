@@ -102,7 +102,7 @@ class Sender:
     def _publish(
         self, route: Route, event: CloudEvent, servers: str, topic: str, timeout: float
     ) -> PublishResult:
-        """A ``kafka://`` subscriber (DESIGN.md §10): one record, binary mode (structured with
+        """A ``kafka://`` subscriber (design.md §10): one record, binary mode (structured with
         ``format: json``), key from ``partitionkey``, acks=all."""
         outgoing = event.replace_attributes(remove=(TTL_ATTRIBUTE,))
         if route.delivery.format == "json":

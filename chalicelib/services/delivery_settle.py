@@ -45,7 +45,7 @@ class Settler:
         self._clock = parts.clock
 
     def judge(self, job: Job) -> Attempt:
-        """Read the answer (DESIGN.md §2.3): its outcome, and the reply event if there is one."""
+        """Read the answer (design.md §2.3): its outcome, and the reply event if there is one."""
         if job.decided is not None:
             return job.decided
         sent = job.sent

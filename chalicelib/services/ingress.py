@@ -1,5 +1,5 @@
 """Ingress: decode a request's events, then store each in the queue of every matching ready
-trigger (DESIGN.md §2.1). Nothing is accepted before it is stored; the producer retries a refusal
+trigger (design.md §2.1). Nothing is accepted before it is stored; the producer retries a refusal
 (duplicates are allowed, loss is not)."""
 
 from __future__ import annotations
@@ -231,7 +231,7 @@ class Ingress:
                 )
                 per_queue.setdefault(route.queue, []).append((body, group))
             dataref = None
-            if size > INLINE_LIMIT:  # archived by reference, as it travels (DESIGN.md §12)
+            if size > INLINE_LIMIT:  # archived by reference, as it travels (design.md §12)
                 kept = self._claims.archived(config.namespace, config.name, event, claimed)
                 dataref = address(kept)
             record = archive.accepted_record(

@@ -1,4 +1,4 @@
-"""The ``kafka_ingress`` function (DESIGN.md §10): every record of a Lambda MSK or self-managed
+"""The ``kafka_ingress`` function (design.md §10): every record of a Lambda MSK or self-managed
 Kafka event is decoded with the Kafka binding and ingested into the broker of the KafkaSource that
 reads its topic, through the same ``Ingress.ingest`` as HTTP.
 

@@ -1,4 +1,4 @@
-"""KafkaSources (DESIGN.md §10), served by the generic resource service: each source gets an SQS
+"""KafkaSources (design.md §10), served by the generic resource service: each source gets an SQS
 failure queue (its invalid records, and Lambda's records of discarded batches) and one Lambda
 event source mapping from its topic to the ``kafka_ingress`` function, enabled while its broker
 exists, planned by ``kafka_source.plan_mappings``.

@@ -1,4 +1,4 @@
-"""Broker metrics (DESIGN.md §4): CloudWatch EMF through aws-lambda-powertools, flushed once per
+"""Broker metrics (design.md §4): CloudWatch EMF through aws-lambda-powertools, flushed once per
 request or batch; the local runtime serves the same documents' aggregate as Prometheus text."""
 
 from __future__ import annotations

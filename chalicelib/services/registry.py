@@ -1,4 +1,4 @@
-"""The xRegistry endpoint registry (DESIGN.md §9) over the ResourceStore.
+"""The xRegistry endpoint registry (design.md §9) over the ResourceStore.
 
 Generated endpoints (brokers, triggers, the control plane) are derived on each read from the
 stored brokers and triggers and the event types seen; only their stamps (epoch, modifiedat) are

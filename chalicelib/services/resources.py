@@ -1,4 +1,4 @@
-"""The control plane's one shape for every resource kind (DESIGN.md §2.2): CRUD with validation
+"""The control plane's one shape for every resource kind (design.md §2.2): CRUD with validation
 first (every problem at once), optimistic concurrency (``metadata.resourceVersion``), admission,
 status computed when read and remembered when a condition changes, and the kind's own work
 (provisioning, clean-up) in its ``Hooks``. Adding a kind is one core module with its

@@ -3,7 +3,7 @@
 The ingress must not call DynamoDB per event: a broker's configuration (annotations, token hashes)
 and its triggers' routes (filter index, queue names, effective delivery) are loaded together and
 kept for ``ttl`` seconds. The control plane reports a trigger Ready only once that TTL has passed
-since it was provisioned (DESIGN.md §2.2 "Propagating"), so every ingress sees a Ready trigger.
+since it was provisioned (design.md §2.2 "Propagating"), so every ingress sees a Ready trigger.
 """
 
 from __future__ import annotations

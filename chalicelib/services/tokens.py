@@ -1,6 +1,6 @@
 """Ingress bearer tokens of a broker: created (shown once), listed, revoked, and revoked all
 together when the broker is deleted, so a broker re-created under the same name never accepts a
-token issued to its predecessor (fail closed, DESIGN.md §5)."""
+token issued to its predecessor (fail closed, design.md §5)."""
 
 from __future__ import annotations
 

@@ -126,7 +126,7 @@ def test_dead_letters_list_redrive_purge_and_delete_warning(url: str, ns: str) -
     failing = {"dead-1", "dead-2", "dead-3", "dead-4"}
 
     def responder(got: Received, n: int) -> Reply:
-        # 400 is not retried: the event goes to the trigger's DLQ at once (DESIGN.md §2.3).
+        # 400 is not retried: the event goes to the trigger's DLQ at once (design.md §2.3).
         return Reply(400 if got.headers.get("ce-id") in failing else 202)
 
     def dlq(*extra: str) -> Any:

@@ -1,4 +1,4 @@
-"""Delivery semantics on the local runtime with a programmable subscriber (DESIGN.md §2.3)."""
+"""Delivery semantics on the local runtime with a programmable subscriber (design.md §2.3)."""
 
 from __future__ import annotations
 

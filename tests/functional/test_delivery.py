@@ -1,4 +1,4 @@
-"""Delivery behaviour (DESIGN.md §2.3) on in-memory fakes, with a scripted subscriber."""
+"""Delivery behaviour (design.md §2.3) on in-memory fakes, with a scripted subscriber."""
 
 from __future__ import annotations
 

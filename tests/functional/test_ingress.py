@@ -1,4 +1,4 @@
-"""Ingress behaviour (DESIGN.md §2.1) on in-memory fakes."""
+"""Ingress behaviour (design.md §2.1) on in-memory fakes."""
 
 from __future__ import annotations
 

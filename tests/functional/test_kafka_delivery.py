@@ -1,4 +1,4 @@
-"""Triggers whose subscriber is ``kafka://host:port/topic`` (DESIGN.md §10): delivery through the
+"""Triggers whose subscriber is ``kafka://host:port/topic`` (design.md §10): delivery through the
 KafkaPublisher port, binary or structured, key from ``partitionkey``, same retry and dead-letter
 rules as HTTP, on in-memory fakes."""
 

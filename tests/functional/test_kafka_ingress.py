@@ -1,5 +1,5 @@
 """kafka_ingress on in-memory fakes, fed the exact Lambda MSK and self-managed Kafka events in
-tests/fixtures/kafka (DESIGN.md §10)."""
+tests/fixtures/kafka (design.md §10)."""
 
 from __future__ import annotations
 

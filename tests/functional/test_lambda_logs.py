@@ -1,4 +1,4 @@
-"""What the five functions print on Lambda (DESIGN.md §4): one JSON object a line, with the Lambda
+"""What the five functions print on Lambda (design.md §4): one JSON object a line, with the Lambda
 context, the X-Ray trace id, and the event id / trigger / attempt on a delivery line.
 
 Each run is a fresh interpreter with the environment Lambda gives a function, since app.py decides

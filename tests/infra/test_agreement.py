@@ -234,7 +234,7 @@ def test_metrics_job_reads_the_archive_firehose_writes(resolver: Resolver) -> No
     assert args["--archive"] == f"s3://{resolver.ref('ArchiveBucket')}/{archive_root}"
     assert args["--out"].startswith(f"s3://{resolver.ref('MetricsBucket')}/")
     assert args["--runtime"] == "glue"
-    assert stream["Prefix"] == "archive/!{timestamp:yyyy/MM/dd/HH}/"  # DESIGN.md §3 keys
+    assert stream["Prefix"] == "archive/!{timestamp:yyyy/MM/dd/HH}/"  # design.md §3 keys
 
 
 @pytest.mark.parametrize("path", sorted((REPO / ".chalice").glob("policy-*.json")))

@@ -1,4 +1,4 @@
-"""Validation rules (DESIGN.md §2.1), content modes, limits and replies, one table each."""
+"""Validation rules (design.md §2.1), content modes, limits and replies, one table each."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from chalicelib.core.resources.durations import Duration
 
 NOW = datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC)
 
-# DESIGN.md §2.3, written out as sets rather than recomputed.
+# design.md §2.3, written out as sets rather than recomputed.
 SUCCESS_CODES = set(range(200, 300))
 RETRY_CODES = {404, 408, 409, 429} | set(range(500, 600))
 DEAD_LETTER_CODES = (
@@ -102,7 +102,7 @@ def test_unlisted_codes_retry(status: int) -> None:
     [
         ("exponential", 0.2, [0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 51.2, 102.4]),
         ("exponential", 2.0, [2.0, 4.0, 8.0]),  # the conformance plan's retry 3, PT2S
-        ("linear", 2.0, [2.0, 4.0, 6.0]),  # DESIGN.md: d·k (Knative's code: 0, 2, 4)
+        ("linear", 2.0, [2.0, 4.0, 6.0]),  # design.md: d·k (Knative's code: 0, 2, 4)
         ("linear", 0.5, [0.5, 1.0, 1.5, 2.0]),
         (None, 2.0, [0.0, 0.0, 0.0]),
         ("linear", None, [0.0, 0.0, 0.0]),

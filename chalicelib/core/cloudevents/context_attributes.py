@@ -135,7 +135,7 @@ _KNOWN_URI_REFERENCES: dict[str, bool] = {}
 
 
 def is_absolute_uri(value: str) -> bool:
-    # RFC 3986 §3 "URI": a scheme is required; a fragment is tolerated (see DESIGN.md notes).
+    # RFC 3986 §3 "URI": a scheme is required; a fragment is tolerated (see design.md notes).
     return _URI_RE.fullmatch(value) is not None and _ipv6_ok(value)
 
 

@@ -1,4 +1,4 @@
-"""What a delivery attempt came to, in the words the archive and the metrics use (DESIGN.md §3)."""
+"""What a delivery attempt came to, in the words the archive and the metrics use (design.md §3)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ class Outcome(enum.Enum):
 
     @property
     def metric(self) -> str:
-        """The counter an attempt with this outcome adds to (DESIGN.md §4)."""
+        """The counter an attempt with this outcome adds to (design.md §4)."""
         return "dead_letter_count" if self is Outcome.DEAD_LETTER else "delivery_count"
 
 

@@ -1,4 +1,4 @@
-"""Delivery policy as pure functions (DESIGN.md §2.3): what an answer means, how long to wait,
+"""Delivery policy as pure functions (design.md §2.3): what an answer means, how long to wait,
 when to give up, what a dead letter carries. Time is a parameter; nothing here reads a clock."""
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def backoff_seconds(policy: str | None, delay_s: float | None, k: int) -> float:
 
     Knative's implementation waits (k-1)·d for linear (0, d, 2d: go-retryablehttp passes a 0-based
     attempt number to ``delay * attemptNum``), so its first linear retry is immediate. We follow
-    the API text ("backoffDelay*<numberOfRetries>"), which DESIGN.md §2.3 adopts: an immediate
+    the API text ("backoffDelay*<numberOfRetries>"), which design.md §2.3 adopts: an immediate
     first retry is what a backoff policy is configured to avoid.
     """
     if policy is None or not delay_s or delay_s <= 0 or k < 1:

@@ -1,1 +1,1 @@
-"""The xRegistry endpoint registry as a pure domain (DESIGN.md §9)."""
+"""The xRegistry endpoint registry as a pure domain (design.md §9)."""

@@ -1,4 +1,4 @@
-"""The xRegistry endpoint registry as a pure domain (DESIGN.md §9): what the broker generates
+"""The xRegistry endpoint registry as a pure domain (design.md §9): what the broker generates
 (every broker and every trigger's subscriber as a producer endpoint, the control plane as a
 subscriber endpoint, the event types seen as messages), the ids that cannot collide with
 user-defined endpoints, and the epoch/modifiedat bookkeeping ("stamps").

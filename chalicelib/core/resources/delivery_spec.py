@@ -189,7 +189,7 @@ _KAFKA_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
 def kafka_uri_problems(value: str, path: str) -> list[Problem]:
     """``kafka://host[:port]/topic`` (port 9092 when omitted): the subscriber is a Kafka topic,
-    written through a producer (DESIGN.md §10). No userinfo, query or fragment: credentials do
+    written through a producer (design.md §10). No userinfo, query or fragment: credentials do
     not travel in URIs, and a topic name is the whole path."""
     parts = urlsplit(value)
     topic = parts.path[1:]

@@ -1,4 +1,4 @@
-"""The Lambda event source mapping a KafkaSource needs (DESIGN.md §10), as Lambda describes it, and
+"""The Lambda event source mapping a KafkaSource needs (design.md §10), as Lambda describes it, and
 the plan that leaves exactly the wanted one. Pure: the adapter speaks Lambda's API, the service
 executes the plan."""
 

@@ -1,4 +1,4 @@
-"""``spec.net`` of a KafkaSource (DESIGN.md §10): SASL, TLS and VPC settings, parsed with every
+"""``spec.net`` of a KafkaSource (design.md §10): SASL, TLS and VPC settings, parsed with every
 problem reported at once, and the Lambda access configurations they become."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """KafkaSource: a Knative-shaped resource that reads one Kafka topic into a broker through a Lambda
-event source mapping (DESIGN.md §10). Parsing with defaults (every problem reported at once),
+event source mapping (design.md §10). Parsing with defaults (every problem reported at once),
 admission, JSON shapes and the mapping it needs (``kafka_net`` parses ``spec.net``,
 ``kafka_mapping`` holds the mapping's shape and the plan, ``kafka_source_status`` the status).
 Pure.

@@ -1,4 +1,4 @@
-"""The status of a KafkaSource (DESIGN.md §10): Knative's conditions, from what the control plane
+"""The status of a KafkaSource (design.md §10): Knative's conditions, from what the control plane
 found. Pure."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Replay: re-send archived events of a broker to (some of) its triggers (DESIGN.md §12,
+"""Replay: re-send archived events of a broker to (some of) its triggers (design.md §12,
 docs/replay.md). Parsing with every problem named, admission (the spec is immutable), JSON shapes
 and the status from the runner's progress. Pure.
 
