@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import math
 import random
-import time
-from collections.abc import Callable
 from typing import Any
 
-from chalicelib.adapters.aws_clients import AwsClients
 from chalicelib.adapters.aws_errors import error_code, translated
+from chalicelib.adapters.dynamodb_table import DynamoTable
 from chalicelib.core.delivery.rate import Bucket, Grant, take
 from chalicelib.core.errors import UnavailableError
 
@@ -32,21 +30,7 @@ def item_key(key: str) -> dict[str, Any]:
     return {"pk": {"S": f"{KEY_PREFIX}{key}"}, "sk": {"S": "rate"}}
 
 
-class DynamoRateLimiter:
-    def __init__(
-        self,
-        clients: AwsClients,
-        table: str,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        self._clients = clients
-        self._table = table
-        self._sleep = sleep
-
-    @property
-    def _ddb(self) -> Any:
-        return self._clients.client("dynamodb")
-
+class DynamoRateLimiter(DynamoTable):
     def acquire(self, key: str, rate: float, n: int, now: float, horizon: float) -> Grant:
         from botocore.exceptions import ClientError
 

@@ -19,12 +19,11 @@ from __future__ import annotations
 import builtins
 import hashlib
 import json
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from chalicelib.adapters.aws_clients import AwsClients
 from chalicelib.adapters.aws_errors import error_code, translated
+from chalicelib.adapters.dynamodb_table import DynamoTable
 from chalicelib.core.errors import BrokerError, UnavailableError
 from chalicelib.ports import Claimed
 
@@ -46,21 +45,7 @@ def item_key(scope: str, source: str, event_id: str) -> dict[str, Any]:
     return {"pk": {"S": f"{KEY_PREFIX}{scope}#{digest}"}, "sk": {"S": "dedup"}}
 
 
-class DynamoSeenEvents:
-    def __init__(
-        self,
-        clients: AwsClients,
-        table: str,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        self._clients = clients
-        self._table = table
-        self._sleep = sleep
-
-    @property
-    def _ddb(self) -> Any:
-        return self._clients.client("dynamodb")
-
+class DynamoSeenEvents(DynamoTable):
     def claim(
         self, scope: str, keys: Sequence[tuple[str, str]], hold_s: float, now: float
     ) -> Claimed:
