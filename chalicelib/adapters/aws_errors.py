@@ -1,4 +1,5 @@
-"""Translate botocore errors into the domain error tree (STYLE.md habit 5)."""
+"""Translate botocore errors into the domain error tree (``core/errors.py``); HTTP is chosen from it
+in one place (``problems.py``)."""
 
 from __future__ import annotations
 

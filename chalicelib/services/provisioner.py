@@ -1,6 +1,6 @@
 """Observes the queues and mappings that exist, and executes provisioning plans of every kind
-(``reconcile.Action``) through the ports (STYLE.md habit 8: the plan is pure, this is the
-executor)."""
+(``reconcile.Action``) through the ports: the plan is pure (``core/reconcile.py``), this is the
+executor."""
 
 from __future__ import annotations
 
