@@ -42,7 +42,7 @@ MAX_RATE_ANNOTATION = "serverless-broker/max-rate"
 # Ingress drops a repeat of (source, id) seen within this ISO-8601 duration (docs/dedup.md).
 DEDUP_WINDOW_ANNOTATION = "serverless-broker/dedup-window"
 MAX_DEDUP_WINDOW_SECONDS = 24 * 3600.0
-# Under Lambda's 6 MB synchronous request cap once base64 and headers are added (DESIGN §2.1).
+# Under Lambda's 6 MB synchronous request cap once base64 and headers are added (design.md §2.1).
 DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024
 INGRESS_AUTH_MODES = ("none", "token")
 
