@@ -345,3 +345,19 @@ class AwsTargets(Protocol):
         """The target's cheap describe call (GetFunction, GetQueueAttributes, ...): whether it
         exists and the caller may reach it."""
         ...
+
+
+# ---- tokens for authenticated delivery (design.md §2.5) ------------------------------------------
+
+
+class Signer(Protocol):
+    """An ECDSA P-256 key whose private half stays with its keeper (KMS). Raises UnavailableError
+    when the keeper cannot be reached or refuses."""
+
+    def sign(self, message: bytes) -> bytes:
+        """The DER ECDSA-SHA256 signature of ``message`` (KMS ``Sign``, MessageType RAW)."""
+        ...
+
+    def public_key(self) -> bytes:
+        """The DER SubjectPublicKeyInfo of the key (KMS ``GetPublicKey``)."""
+        ...
