@@ -176,6 +176,22 @@ def ingress(namespace: str, broker: str) -> Response:
     return http_ingress.answer(get_container().ingress, _method(), namespace, broker, headers, body)
 
 
+# ---- OIDC discovery: how subscribers verify the broker's delivery tokens (design.md §2.5) -------
+
+# Public and cacheable: verifiers fetch these once, and again on a token whose kid they lack.
+_DISCOVERY_CACHE = {"Cache-Control": "public, max-age=3600"}
+
+
+@_route("/.well-known/openid-configuration", ["GET"], public=True)
+def openid_configuration() -> Response:
+    return json_response(get_container().discovery.configuration(), headers=_DISCOVERY_CACHE)
+
+
+@_route("/.well-known/jwks.json", ["GET"], public=True)
+def jwks() -> Response:
+    return json_response(get_container().discovery.jwks(), headers=_DISCOVERY_CACHE)
+
+
 # ---- the API's own description -------------------------------------------------------------------
 
 

@@ -122,6 +122,10 @@ class Settings:
     # .chalice/config.json, BROKER_TARGET_ARN_PATTERNS, comma-separated, IAM wildcards). Local
     # mode allows every ARN: its endpoint is the emulator's.
     target_arn_patterns: tuple[str, ...] = ("arn:*",)
+    # The alias of the asymmetric KMS key (ECC_NIST_P256) that signs delivery tokens (design.md
+    # §2.5), named from the stage as the template names it (no setting of its own): the stack
+    # makes the key, local mode's bootstrap makes it on its endpoint.
+    signing_key: str = f"alias/{APP_NAME}-local-signing"
 
     @classmethod
     def from_env(
@@ -203,6 +207,7 @@ class Settings:
                 for s in env.get("BROKER_SUBSCRIBER_ALLOWLIST", "").split(",")
                 if s.strip()
             ),
+            signing_key=f"alias/{base}-signing",
             problems=problems,
             on_lambda=bool(env.get("AWS_LAMBDA_FUNCTION_NAME")),
             function_url_ingress_only=_bool(env.get("BROKER_FUNCTION_URL_INGRESS_ONLY"), False),

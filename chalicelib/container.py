@@ -42,6 +42,7 @@ from chalicelib.services.ingress import Ingress, send_in_batches
 from chalicelib.services.kafka_ingress import KafkaIngress, SourceIndex
 from chalicelib.services.kafka_sources import KafkaSourceHooks
 from chalicelib.services.metrics import Metrics
+from chalicelib.services.oidc import Discovery, SigningKey, TokenIssuer
 from chalicelib.services.provisioner import Provisioner
 from chalicelib.services.registry import Registry
 from chalicelib.services.replay_runner import ReplayRunner, RunnerOptions
@@ -195,6 +196,7 @@ class Container:
             rate_hold=max(10.0, self.settings.delivery_function_timeout_seconds / 3),
             in_flight=self.settings.delivery_in_flight,
             targets=self.aws_targets,
+            tokens=self.token_issuer,
         )
 
     @cached_property
@@ -202,6 +204,22 @@ class Container:
         from chalicelib.adapters.aws_targets import Boto3Targets
 
         return Boto3Targets(self.settings)
+
+    # ---- tokens of authenticated delivery (design.md §2.5) ----------------------------------
+
+    @cached_property
+    def signing_key(self) -> SigningKey:
+        from chalicelib.adapters.kms_signer import KmsSigner
+
+        return SigningKey(KmsSigner(self.clients, self.settings.signing_key))
+
+    @cached_property
+    def token_issuer(self) -> TokenIssuer:
+        return TokenIssuer(self.signing_key, self.settings.public_url)
+
+    @cached_property
+    def discovery(self) -> Discovery:
+        return Discovery(self.signing_key, self.settings.public_url)
 
     @cached_property
     def delivery(self) -> Delivery:

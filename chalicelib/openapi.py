@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from chalicelib.core.names import MAX_NAME_LENGTH, RESERVED_NAMESPACES
+from chalicelib.core.resources.delivery_spec import MAX_AUDIENCE_CHARS
 from chalicelib.problems import PROBLEM_TYPE
 
 JSON = "application/json"
@@ -51,6 +52,13 @@ _DESTINATION = _obj(
         name={"type": "string"},
         namespace={"type": "string"},
     ),
+    audience={
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_AUDIENCE_CHARS,
+        "description": "requests carry Authorization: Bearer <JWT> with this aud, signed by "
+        "the broker (keys at /.well-known/jwks.json); http(s) uri only",
+    },
 )
 
 SCHEMAS: dict[str, Any] = {
@@ -339,6 +347,17 @@ def _paths(*, local: bool) -> dict[str, dict[str, Any]]:
     obj = {"200": _json("Object")}
     paths: dict[str, dict[str, Any]] = {
         "/healthz": {"get": _op("health", "liveness", {"200": _json("Object")}, public=True)},
+        "/.well-known/openid-configuration": {
+            "get": _op(
+                "openidConfiguration",
+                "OIDC discovery of the broker's delivery tokens (issuer, jwks_uri)",
+                obj,
+                public=True,
+            )
+        },
+        "/.well-known/jwks.json": {
+            "get": _op("jwks", "the public keys delivery tokens are signed with", obj, public=True)
+        },
         "/metrics": {
             "get": _op(
                 "metrics",

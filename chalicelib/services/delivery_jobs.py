@@ -35,6 +35,7 @@ from chalicelib.ports import (
 from chalicelib.services import tracing
 from chalicelib.services.claims import Claims
 from chalicelib.services.metrics import Metrics
+from chalicelib.services.oidc import TokenIssuer
 from chalicelib.services.routing import ConfigCache, Route
 
 log = logs.get("delivery")
@@ -91,6 +92,8 @@ class DeliveryParts:
     in_flight: int = DEFAULT_IN_FLIGHT
     # ARN subscribers and sinks (docs/targets.md); None: the role delivers to none.
     targets: AwsTargets | None = None
+    # Tokens for destinations with an audience (design.md §2.5); None: such a delivery fails.
+    tokens: TokenIssuer | None = None
 
 
 class Destination(NamedTuple):
@@ -100,6 +103,7 @@ class Destination(NamedTuple):
     target: str
     kafka: tuple[str, str] | None  # (bootstrap servers, topic) of a kafka:// target
     timeout: float  # seconds per attempt
+    audience: str | None = None  # requests carry a token for it (design.md §2.5)
 
 
 class Job:
@@ -161,6 +165,10 @@ class Role(Protocol):
 
     def target(self, route: Route) -> str:
         """The URI to deliver to; raises NoDeadLetterSinkError when there is none."""
+        ...
+
+    def audience(self, route: Route) -> str | None:
+        """The audience of the target's token (design.md §2.5); None: no token."""
         ...
 
     def reply(self, job: Job, reply: CloudEvent) -> None:

@@ -45,6 +45,9 @@ class Subscribers:
     def target(self, route: Route) -> str:
         return route.subscriber_uri
 
+    def audience(self, route: Route) -> str | None:
+        return route.subscriber_audience
+
     def reply(self, job: Job, reply: CloudEvent) -> None:
         queued, original = job.queued, job.event
         assert original is not None
@@ -124,6 +127,9 @@ class DeadLetterSinks:
         if not sink:
             raise NoDeadLetterSinkError("no dead-letter sink is set; the event stays in the DLQ")
         return sink
+
+    def audience(self, route: Route) -> str | None:
+        return route.delivery.dead_letter_sink_audience
 
     def reply(self, job: Job, reply: CloudEvent) -> None:
         raise AssertionError("a dead-letter sink's answer is never read as a reply")

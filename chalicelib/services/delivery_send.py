@@ -15,9 +15,10 @@ from chalicelib.core.cloudevents.kafka_binding import encode_binary_record, enco
 from chalicelib.core.delivery.aws_targets import is_arn
 from chalicelib.ports import HttpResponse, PublishResult
 from chalicelib.services import delivery_aws, tracing
-from chalicelib.services.delivery_jobs import DeliveryParts, Job
+from chalicelib.services.delivery_jobs import DeliveryParts, Destination, Job
 from chalicelib.services.flow_control import RateGate
 from chalicelib.services.ingress import TTL_ATTRIBUTE
+from chalicelib.services.oidc import subject
 from chalicelib.services.routing import Route
 
 
@@ -90,7 +91,10 @@ class Sender:
                     self._parts.targets, to.target, outgoing, to.route.name, to.timeout
                 )
             else:
-                job.sent = self._parts.sender.post(to.target, job.headers, job.body, to.timeout)
+                headers = job.headers
+                if to.audience is not None:  # a token, never kept on the job (design.md §2.5)
+                    headers = {**headers, "Authorization": self._authorization(to)}
+                job.sent = self._parts.sender.post(to.target, headers, job.body, to.timeout)
         except Exception as exc:
             # Whatever the sender raised (a header it refuses to write, a bug in a client
             # library) is this attempt's outcome, as a transport error with its reason: it is
@@ -98,6 +102,14 @@ class Sender:
             # of waiting out the visibility timeout and reaching the DLQ without a reason.
             reason = f"{type(exc).__name__}: {exc}"
             job.sent = HttpResponse(None, {}, f"send error: {reason}".encode(), reason)
+
+    def _authorization(self, to: Destination) -> str:
+        """``Bearer <JWT>`` for ``to``'s audience, naming its trigger; raises when none can be
+        signed (the attempt is a transport error: retried)."""
+        if self._parts.tokens is None or to.audience is None:
+            raise RuntimeError("no token issuer: this function cannot sign tokens")
+        route = to.route
+        return self._parts.tokens.authorization(to.audience, subject(route.namespace, route.name))
 
     def _publish(
         self, route: Route, event: CloudEvent, servers: str, topic: str, timeout: float

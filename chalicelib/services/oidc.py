@@ -60,26 +60,42 @@ class TokenIssuer:
         self._issuer = issuer
         self._clock = clock
         self._tokens: dict[tuple[str, str], tuple[str, int]] = {}  # key -> (token, exp)
-        self._lock = threading.Lock()
+        self._issuing = threading.Lock()
 
     def authorization(self, audience: str, sub: str) -> str:
         """``Bearer <JWT>`` for ``audience``; raises UnavailableError when KMS cannot sign."""
         return f"Bearer {self.token(audience, sub)}"
 
     def token(self, audience: str, sub: str) -> str:
-        now = int(self._clock())
-        cached = self._tokens.get((audience, sub))
-        if cached is not None and now < cached[1] - REFRESH_BEFORE_SECONDS:
+        key = (audience, sub)
+        token = self._fresh(key)
+        if token is not None:
+            return token
+        # One signing at a time: the lanes of a batch that miss the same token wait for the
+        # first one's instead of each calling KMS.
+        with self._issuing:
+            token = self._fresh(key)
+            if token is None:
+                token = self._issue(key)
+        return token
+
+    def _fresh(self, key: tuple[str, str]) -> str | None:
+        cached = self._tokens.get(key)
+        if cached is not None and self._clock() < cached[1] - REFRESH_BEFORE_SECONDS:
             return cached[0]
+        return None
+
+    def _issue(self, key: tuple[str, str]) -> str:
+        audience, sub = key
+        now = int(self._clock())
         exp = now + TOKEN_SECONDS
         header = {"alg": jws.ALG, "typ": "JWT", "kid": self._key.jwk["kid"]}
         claims = {"iss": self._issuer, "sub": sub, "aud": audience, "iat": now, "exp": exp}
         signed = jws.signing_input(header, claims)
         token = jws.compact(signed, self._key.sign(signed))
-        with self._lock:
-            if len(self._tokens) >= MAX_TOKENS and (audience, sub) not in self._tokens:
-                self._tokens.pop(next(iter(self._tokens)))  # the oldest entry
-            self._tokens[(audience, sub)] = (token, exp)
+        if len(self._tokens) >= MAX_TOKENS and key not in self._tokens:
+            self._tokens.pop(next(iter(self._tokens)))  # the oldest entry
+        self._tokens[key] = (token, exp)
         return token
 
 

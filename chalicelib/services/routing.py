@@ -50,6 +50,7 @@ class Route:
     # any, is subscriber_uri.
     transform: EventTransform | None = None
     transform_ref: str | None = None  # the name the trigger refers to, resolved or not
+    subscriber_audience: str | None = None  # its requests carry a token (design.md §2.5)
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,7 @@ def load_broker_config(
                 max_rate=max_rate(trigger, broker),
                 transform=transform,
                 transform_ref=trigger.subscriber_ref,
+                subscriber_audience=trigger.subscriber_audience,
             )
         )
     hashes: tuple[str, ...] = ()

@@ -222,9 +222,9 @@ BROKER_REJECTIONS = [
     ),
     (
         "spec.delivery.deadLetterSink",
-        {"uri": "http://x/", "audience": "a"},
+        {"uri": "http://x/", "audience": ""},
         "spec.delivery.deadLetterSink.audience",
-        "not supported",
+        "non-empty string",
     ),
     ("spec.delivery.deadLetterSink.uri", "ftp://x/", "spec.delivery.deadLetterSink.uri", "http"),
     ("spec.delivery.deadLetterSink.uri", "/dls", "spec.delivery.deadLetterSink.uri", "http"),

@@ -24,6 +24,8 @@ DELIVERY_FORMATS = ("json", "binary")
 SQS_MAX_RECEIVE_COUNT = 1000
 CRASH_RECEIVE_MARGIN = 3
 MAX_RETRY = SQS_MAX_RECEIVE_COUNT - 1 - CRASH_RECEIVE_MARGIN
+# A Destination's audience: the ``aud`` of the token its requests carry (design.md §2.5).
+MAX_AUDIENCE_CHARS = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,11 +39,14 @@ class DeliverySpec:
     retry_after_max: Duration | None = None
     dead_letter_sink_uri: str | None = None
     format: str | None = None
+    dead_letter_sink_audience: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         if self.dead_letter_sink_uri is not None:
-            out["deadLetterSink"] = {"uri": self.dead_letter_sink_uri}
+            out["deadLetterSink"] = destination_json(
+                self.dead_letter_sink_uri, self.dead_letter_sink_audience
+            )
         if self.retry is not None:
             out["retry"] = self.retry
         if self.backoff_policy is not None:
@@ -96,9 +101,12 @@ def parse_delivery(value: object, path: str, problems: list[Problem]) -> Deliver
     retry_after_max = _duration(
         raw.get("retryAfterMax"), f"{path}.retryAfterMax", problems, allow_zero=True
     )
-    sink = parse_destination(raw.get("deadLetterSink"), f"{path}.deadLetterSink", problems)
+    raw_sink = raw.get("deadLetterSink")
+    sink_path = f"{path}.deadLetterSink"
+    sink = parse_destination(raw_sink, sink_path, problems, audience=True)
+    audience = parse_audience(raw_sink, sink_path, problems)
     fmt = _choice(raw.get("format"), DELIVERY_FORMATS, f"{path}.format", problems)
-    return DeliverySpec(retry, policy, delay, timeout, retry_after_max, sink, fmt)
+    return DeliverySpec(retry, policy, delay, timeout, retry_after_max, sink, fmt, audience)
 
 
 def _duration(
@@ -122,10 +130,15 @@ def _duration(
 
 
 def parse_destination(
-    value: object, path: str, problems: list[Problem], *, required: bool = False
+    value: object,
+    path: str,
+    problems: list[Problem],
+    *,
+    required: bool = False,
+    audience: bool = False,
 ) -> str | None:
     """A Knative Destination, of which only the ``uri`` form is supported (no Kubernetes here to
-    resolve a ``ref``)."""
+    resolve a ``ref``); ``audience``: the caller reads its audience (``parse_audience``)."""
     if value is None:
         if required:
             problems.append(Problem(path, "is required: give it a uri (an absolute http(s) URL)"))
@@ -139,7 +152,7 @@ def parse_destination(
                 "put the absolute http(s) URL of the service in uri",
             )
         )
-    for unsupported in ("CACerts", "audience"):
+    for unsupported in ("CACerts",) if audience else ("CACerts", "audience"):
         if unsupported in raw:
             problems.append(Problem(f"{path}.{unsupported}", "is not supported here"))
     _unknown_fields(raw, ("uri", "ref", "CACerts", "audience"), path, problems)
@@ -151,6 +164,39 @@ def parse_destination(
     found = uri_problems(uri, f"{path}.uri")
     problems += found
     return None if found else str(uri)
+
+
+def parse_audience(value: object, path: str, problems: list[Problem]) -> str | None:
+    """A Destination's ``audience`` (Knative): requests to its ``uri`` carry a token for it
+    (design.md §2.5). A non-empty string of at most MAX_AUDIENCE_CHARS, for an http(s) uri."""
+    if not isinstance(value, Mapping) or value.get("audience") is None:
+        return None
+    audience = value["audience"]
+    if not isinstance(audience, str) or not audience or len(audience) > MAX_AUDIENCE_CHARS:
+        problems.append(
+            Problem(
+                f"{path}.audience",
+                f"must be a non-empty string of at most {MAX_AUDIENCE_CHARS} characters",
+            )
+        )
+        return None
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in audience):
+        problems.append(Problem(f"{path}.audience", "must not contain control characters"))
+        return None
+    uri = value.get("uri")
+    if isinstance(uri, str) and urlsplit(uri).scheme.lower() not in ("http", "https"):
+        problems.append(
+            Problem(
+                f"{path}.audience",
+                "applies to an http(s) uri only (a token travels in an HTTP request)",
+            )
+        )
+        return None
+    return audience
+
+
+def destination_json(uri: str, audience: str | None) -> dict[str, str]:
+    return {"uri": uri} if audience is None else {"uri": uri, "audience": audience}
 
 
 def uri_problems(value: object, path: str) -> list[Problem]:

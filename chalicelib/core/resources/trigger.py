@@ -19,7 +19,13 @@ from chalicelib.core.resources.broker import (
     max_rate_problems,
     parse_max_rate,
 )
-from chalicelib.core.resources.delivery_spec import DeliverySpec, parse_delivery, parse_destination
+from chalicelib.core.resources.delivery_spec import (
+    DeliverySpec,
+    destination_json,
+    parse_audience,
+    parse_delivery,
+    parse_destination,
+)
 from chalicelib.core.resources.fields import json_object as _object
 from chalicelib.core.resources.fields import string_map as _string_map
 from chalicelib.core.resources.fields import unknown_fields as _unknown_fields
@@ -59,6 +65,8 @@ class Trigger:
     # spec.subscriber.ref to an EventTransform of the namespace (docs/transforms.md); then
     # subscriber_uri is "".
     subscriber_ref: str | None = None
+    # spec.subscriber.audience: deliveries carry a token for it (design.md §2.5).
+    subscriber_audience: str | None = None
 
     @property
     def ordered(self) -> bool:
@@ -114,6 +122,7 @@ def _parse_trigger(
         problems += name_problems(broker, "spec.broker", what="broker name")
     attributes, filters = _trigger_filters(spec, problems, check_filters=check_filters)
     subscriber, transform = _parse_subscriber(spec.get("subscriber"), namespace, problems)
+    audience = parse_audience(spec.get("subscriber"), "spec.subscriber", problems)
     raw_delivery = spec.get("delivery")
     delivery = (
         None if raw_delivery is None else parse_delivery(raw_delivery, "spec.delivery", problems)
@@ -135,6 +144,7 @@ def _parse_trigger(
         filters=filters,
         delivery=delivery,
         subscriber_ref=transform,
+        subscriber_audience=audience,
     )
 
 
@@ -149,7 +159,7 @@ def _parse_subscriber(
     trigger's namespace (the one kind a ref can name here)."""
     path = "spec.subscriber"
     if not (isinstance(value, Mapping) and "ref" in value):
-        return parse_destination(value, path, problems, required=True), None
+        return parse_destination(value, path, problems, required=True, audience=True), None
     _unknown_fields(value, ("ref",), path, problems)
     ref = _object(value.get("ref"), f"{path}.ref", problems)
     _unknown_fields(ref, ("apiVersion", "kind", "name", "namespace"), f"{path}.ref", problems)
@@ -179,7 +189,7 @@ def subscriber_json(trigger: Trigger) -> dict[str, Any]:
             "name": trigger.subscriber_ref,
         }
         return {"ref": ref}
-    return {"uri": trigger.subscriber_uri}
+    return destination_json(trigger.subscriber_uri, trigger.subscriber_audience)
 
 
 def _trigger_filters(
