@@ -38,6 +38,7 @@ def bootstrap(settings: Settings, clients: AwsClients, say: Callable[[str], None
     role_arn = _role(decl, clients)
     _stream(decl, clients, say)
     _functions(decl, clients, role_arn, say)
+    _signing_key(decl, clients, say)
 
 
 def _ignore_exists(fn: Callable[[], Any], *codes: str) -> bool:
@@ -135,3 +136,18 @@ def _functions(
             "ResourceConflictException",
         ):
             say(f"registered function {name}")
+
+
+def _signing_key(decl: Declarations, clients: AwsClients, say: Callable[[str], None]) -> None:
+    """The key that signs delivery tokens (design.md §2.5), made once: at first start, the alias
+    does not exist yet; later starts find it (the endpoint keeps it while it runs)."""
+    kms = clients.client("kms")
+    try:
+        kms.describe_key(KeyId=decl.signing_alias)
+        return
+    except Exception as exc:
+        if error_code(exc) != "NotFoundException":
+            raise
+    key = kms.create_key(**decl.signing_key)["KeyMetadata"]["KeyId"]
+    kms.create_alias(AliasName=decl.signing_alias, TargetKeyId=key)
+    say(f"created signing key {decl.signing_alias}")

@@ -83,7 +83,12 @@ _NAMES: dict[str, tuple[str, str, str | None]] = {
     "AWS::Events::Rule": ("Name", "{name}", "arn:{p}:events:{r}:{a}:rule/{name}"),
     "AWS::CloudWatch::Alarm": ("AlarmName", "{name}", "arn:{p}:cloudwatch:{r}:{a}:alarm:{name}"),
     "AWS::CloudWatch::Dashboard": ("DashboardName", "{name}", None),
+    "AWS::KMS::Alias": ("AliasName", "{name}", None),
 }
+# Resources whose id the service generates: offline, a Ref names the logical id in a form no
+# service accepts (the template's only such reference is its alias's TargetKeyId, which
+# CloudFormation resolves itself; local mode finds the key by its alias).
+_GENERATED = {"AWS::KMS::Key": "{{generated id of {logical_id}}}"}
 
 
 class Resolver:
@@ -159,6 +164,9 @@ class Resolver:
             return self.pseudo[logical_id]
         if logical_id == "AWS::NoValue":
             return _NO_VALUE
+        generated = _GENERATED.get(self._resource(logical_id)["Type"])
+        if generated is not None:
+            return generated.format(logical_id=logical_id)
         name, ref_fmt, _ = self._name(logical_id)
         return self._fmt(ref_fmt, name)
 

@@ -62,6 +62,8 @@ class Declarations:
     mapping: dict[str, Any] = field(default_factory=dict)  # CreateEventSourceMapping settings
     environment: dict[str, str] = field(default_factory=dict)  # what the stack tells the app
     metrics_job_arguments: dict[str, str] = field(default_factory=dict)  # Glue DefaultArguments
+    signing_key: dict[str, Any] = field(default_factory=dict)  # KMS CreateKey kwargs
+    signing_alias: str = ""  # the alias the functions find the key by (Settings.signing_key)
 
 
 def local_declarations(settings: Settings, account_id: str = "123456789012") -> Declarations:
@@ -128,6 +130,12 @@ def local_declarations(settings: Settings, account_id: str = "123456789012") -> 
         mapping=dict(queues["Mapping"]),
         environment=environment,
         metrics_job_arguments=dict(r.properties("MetricsJob")["DefaultArguments"]),
+        signing_key={
+            k: v
+            for k, v in r.properties("SigningKey").items()
+            if k in ("Description", "KeySpec", "KeyUsage")
+        },
+        signing_alias=str(r.properties("SigningKeyAlias")["AliasName"]),
     )
 
 

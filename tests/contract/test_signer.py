@@ -94,3 +94,25 @@ def test_a_key_that_cannot_be_used_is_unavailable(world: Any) -> None:
         signer.sign(b"a.b")
     with pytest.raises(UnavailableError):
         signer.public_key()
+
+
+def test_the_local_bootstrap_makes_the_key_the_functions_sign_with_once(
+    aws_settings: Any, aws_clients: Any
+) -> None:
+    """Local mode: the key the template declares (infra/declarations.py), on the embedded
+    endpoint under the alias Settings names; a second start finds it instead of making another."""
+    from brokerctl.bootstrap import bootstrap
+    from chalicelib.adapters.kms_signer import KmsSigner
+    from infra.declarations import local_declarations
+
+    assert local_declarations(aws_settings).signing_alias == aws_settings.signing_key
+    said: list[str] = []
+    bootstrap(aws_settings, aws_clients, said.append)
+    bootstrap(aws_settings, aws_clients, said.append)
+    kms = aws_clients.client("kms")
+    key = kms.describe_key(KeyId=aws_settings.signing_key)["KeyMetadata"]
+    assert (key["KeySpec"], key["KeyUsage"]) == ("ECC_NIST_P256", "SIGN_VERIFY")
+    made = [line for line in said if "signing key" in line]
+    assert len(made) <= 1  # once (or before this test, by another suite's bootstrap)
+    signer = KmsSigner(aws_clients, aws_settings.signing_key)
+    _verify(signer.public_key(), signer.sign(b"a.b"), b"a.b")

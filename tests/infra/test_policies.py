@@ -116,6 +116,12 @@ ALLOWLIST: dict[str, Allowed] = {
         "a Kafka cluster inside a VPC (AWSLambdaVPCAccessExecutionRole uses * as well), and the "
         "X-Ray writes of active tracing (AWSXRayDaemonWriteAccess uses * as well)",
     ),
+    # ---- the key that signs delivery tokens (design.md 2.5), by the alias the stack gives it
+    f"arn:aws:kms:{REGION}:{ACCOUNT}:key/*": _allow(
+        {"kms:GetPublicKey", "kms:Sign"},
+        "KMS generates the signing key's id; the kms:ResourceAliases condition limits the grant "
+        "to the key carrying the stage's alias (tested below)",
+    ),
     # ---- objects under a prefix of our own buckets
     f"{CLAIMS}/claims/*": _allow(
         {"s3:GetObject", "s3:PutObject"}, "claim-check payloads, one object per large event"
@@ -483,3 +489,24 @@ def test_the_control_plane_may_commit_a_kafka_sources_initial_offsets(
         "kafka-cluster:DescribeGroup",
     }
     assert "kafka-cluster:ReadData" not in set().union(*granted.values())
+
+
+def test_the_signing_key_is_granted_by_its_alias_only(
+    policy_files: dict[str, dict[str, Any]], resolver: Resolver
+) -> None:
+    """Sign for the functions that deliver, GetPublicKey for them and the API's (the JWKS), on
+    the key that carries the stage's alias (the template's SigningKeyAlias) and no other."""
+    alias = resolver.properties("SigningKeyAlias")["AliasName"]
+    wanted = {
+        "api_handler": ["kms:GetPublicKey"],
+        "delivery": ["kms:GetPublicKey", "kms:Sign"],
+        "dead_letter": ["kms:GetPublicKey", "kms:Sign"],
+    }
+    for fn, doc in policy_files.items():
+        found = [st for st in doc["Statement"] if any("kms:" in a for a in _as_list(st["Action"]))]
+        if fn not in wanted:
+            assert found == [], fn
+            continue
+        [st] = found
+        assert st["Action"] == wanted[fn]
+        assert st["Condition"] == {"ForAnyValue:StringEquals": {"kms:ResourceAliases": alias}}
