@@ -119,6 +119,12 @@ def add_trigger_parser(sub: Any) -> None:
         help="deliver through this EventTransform (brokerctl transform; docs/transforms.md)",
     )
     create.add_argument(
+        "--audience",
+        metavar="AUD",
+        help="each request to --sink carries a broker-signed token for this audience "
+        "(Authorization: Bearer; docs/targets.md)",
+    )
+    create.add_argument(
         "--ordered",
         action="store_true",
         help="deliver in arrival order per partitionkey, one at a time (SQS FIFO queues; "
@@ -209,6 +215,10 @@ def trigger_body(args: argparse.Namespace) -> dict[str, Any]:
     if getattr(args, "transform", None):
         ref = {"apiVersion": TRANSFORM_REF_API_VERSION, "kind": TRANSFORM_REF_KIND}
         subscriber = {"ref": {**ref, "name": args.transform}}
+    if getattr(args, "audience", None):
+        if "ref" in subscriber:
+            raise UsageError("--audience applies to --sink (a transform is not called over HTTP)")
+        subscriber["audience"] = args.audience
     spec: dict[str, Any] = {"broker": args.broker, "subscriber": subscriber}
     filters = filters_from(args)
     if args.filter and filters:
