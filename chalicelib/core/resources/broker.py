@@ -265,13 +265,7 @@ def admit_broker(parsed: Broker, existing: Broker | None, *, uid: str, now: date
     a change of configuration bumps the generation."""
     if existing is not None:
         check_immutable_broker(existing, parsed)
-    return meta.admitted(
-        parsed,
-        existing,
-        uid=uid,
-        now=now,
-        changed=lambda new, old: _broker_configuration(new) != _broker_configuration(old),
-    )
+    return meta.admitted(parsed, existing, uid=uid, now=now, configuration=_broker_configuration)
 
 
 def _broker_configuration(broker: Broker) -> tuple[dict[str, Any], dict[str, str]]:

@@ -128,13 +128,7 @@ def _jsonata(value: object, path: str, problems: list[Problem], check: bool) -> 
 def admit_event_transform(
     parsed: EventTransform, existing: EventTransform | None, *, uid: str, now: datetime
 ) -> EventTransform:
-    return meta.admitted(
-        parsed,
-        existing,
-        uid=uid,
-        now=now,
-        changed=lambda new, old: spec_json(new) != spec_json(old),
-    )
+    return meta.admitted(parsed, existing, uid=uid, now=now, configuration=spec_json)
 
 
 def spec_json(transform: EventTransform) -> dict[str, Any]:

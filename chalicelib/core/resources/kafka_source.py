@@ -320,13 +320,7 @@ def admit_kafka_source(
         ]
         if problems:
             raise ImmutableFieldError(problems)
-    return meta.admitted(
-        parsed,
-        existing,
-        uid=uid,
-        now=now,
-        changed=lambda new, old: spec_json(new) != spec_json(old),
-    )
+    return meta.admitted(parsed, existing, uid=uid, now=now, configuration=spec_json)
 
 
 # --- JSON ----------------------------------------------------------------------------------------

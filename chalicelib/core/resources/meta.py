@@ -111,20 +111,22 @@ def admitted(
     *,
     uid: str,
     now: datetime,
-    changed: Callable[[R, R], bool],
+    configuration: Callable[[R], object],
 ) -> R:
     """The resource to store: ``uid``, generation 1 and ``now`` on create; on update the stored
-    uid and creationTimestamp, and the generation bumped only when ``changed(parsed, existing)``.
+    uid and creationTimestamp, and the generation bumped only when the ``configuration`` (its spec
+    JSON, say) of ``parsed`` differs from that of ``existing``.
     """
     if existing is None:
         return replace(  # type: ignore[type-var]
             parsed, uid=uid, generation=1, creation_timestamp=format_timestamp(now)
         )
+    bump = 1 if configuration(parsed) != configuration(existing) else 0
     return replace(  # type: ignore[type-var]
         parsed,
         uid=existing.uid,
         creation_timestamp=existing.creation_timestamp,
-        generation=existing.generation + (1 if changed(parsed, existing) else 0),
+        generation=existing.generation + bump,
     )
 
 

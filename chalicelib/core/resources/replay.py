@@ -223,7 +223,7 @@ def admit_replay(parsed: Replay, existing: Replay | None, *, uid: str, now: date
         ]
         if changed:
             raise ImmutableFieldError(changed)
-    return meta.admitted(parsed, existing, uid=uid, now=now, changed=lambda new, old: False)
+    return meta.admitted(parsed, existing, uid=uid, now=now, configuration=lambda _: None)
 
 
 def replay_to_json(replay: Replay, status: Mapping[str, Any]) -> dict[str, Any]:

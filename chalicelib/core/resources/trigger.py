@@ -244,13 +244,7 @@ def admit_trigger(parsed: Trigger, existing: Trigger | None, *, uid: str, now: d
     the generation."""
     if existing is not None:
         check_immutable_trigger(existing, parsed)
-    return meta.admitted(
-        parsed,
-        existing,
-        uid=uid,
-        now=now,
-        changed=lambda new, old: trigger_spec_json(new) != trigger_spec_json(old),
-    )
+    return meta.admitted(parsed, existing, uid=uid, now=now, configuration=trigger_spec_json)
 
 
 def trigger_spec_json(trigger: Trigger) -> dict[str, Any]:
