@@ -33,11 +33,15 @@ def _ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
-def _obj(required: list[str] | None = None, **props: Any) -> dict[str, Any]:
+def _obj(required: list[str] | None = None, /, **props: Any) -> dict[str, Any]:
     schema: dict[str, Any] = {"type": "object", "properties": props}
     if required:
         schema["required"] = required
     return schema
+
+
+def _described(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {**schema, "description": description}
 
 
 _STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
@@ -62,24 +66,23 @@ _DESTINATION = _obj(
 )
 
 SCHEMAS: dict[str, Any] = {
-    "Problem": {
-        "type": "object",
-        "description": "RFC 9457 problem details; `errors` names every invalid field at once",
-        "required": ["type", "title", "status", "detail"],
-        "properties": {
-            "type": {"type": "string"},
-            "title": {"type": "string"},
-            "status": {"type": "integer", "minimum": 400, "maximum": 599},
-            "detail": {"type": "string"},
-            "errors": {
+    "Problem": _described(
+        "RFC 9457 problem details; `errors` names every invalid field at once",
+        _obj(
+            ["type", "title", "status", "detail"],
+            type={"type": "string"},
+            title={"type": "string"},
+            status={"type": "integer", "minimum": 400, "maximum": 599},
+            detail={"type": "string"},
+            errors={
                 "type": "array",
                 "items": _obj(
                     ["field", "message"], field={"type": "string"}, message={"type": "string"}
                 ),
             },
-            "correlationId": {"type": "string"},
-        },
-    },
+            correlationId={"type": "string"},
+        ),
+    ),
     "Name": {"type": "string", "pattern": _LABEL, "maxLength": MAX_NAME_LENGTH},
     "ObjectMeta": _obj(
         name=_ref("Name"),
@@ -105,24 +108,23 @@ SCHEMAS: dict[str, Any] = {
         metadata=_ref("ObjectMeta"),
         spec=_ref("BrokerSpec"),
     ),
-    "Filter": {
-        "type": "object",
-        "description": "exactly one dialect per element",
-        "properties": {
-            "exact": _STRING_MAP,
-            "prefix": _STRING_MAP,
-            "suffix": _STRING_MAP,
-            "all": {"type": "array", "items": {"$ref": "#/components/schemas/Filter"}},
-            "any": {"type": "array", "items": {"$ref": "#/components/schemas/Filter"}},
-            "not": {"$ref": "#/components/schemas/Filter"},
-            "cesql": {"type": "string"},
-            "eventPattern": {
+    "Filter": _described(
+        "exactly one dialect per element",
+        _obj(
+            exact=_STRING_MAP,
+            prefix=_STRING_MAP,
+            suffix=_STRING_MAP,
+            all={"type": "array", "items": _ref("Filter")},
+            any={"type": "array", "items": _ref("Filter")},
+            **{"not": _ref("Filter")},  # a Python keyword, so not a keyword argument
+            cesql={"type": "string"},
+            eventPattern={
                 "type": "object",
                 "description": "an EventBridge event pattern over the event's JSON form "
                 "(attributes top level, JSON data under data); see docs/filters.md",
             },
-        },
-    },
+        ),
+    ),
     "TriggerSpec": _obj(
         ["subscriber"],
         broker=_ref("Name"),
@@ -203,17 +205,16 @@ SCHEMAS: dict[str, Any] = {
         items={"type": "array", "items": _ref("Resource")},
     ),
     "Status": _obj(["kind", "status"], kind={"const": "Status"}, status={"type": "string"}),
-    "CloudEvent": {
-        "type": "object",
-        "description": "a structured-mode CloudEvent (JSON format)",
-        "required": ["specversion", "id", "source", "type"],
-        "properties": {
-            "specversion": {"type": "string"},
-            "id": {"type": "string"},
-            "source": {"type": "string"},
-            "type": {"type": "string"},
-        },
-    },
+    "CloudEvent": _described(
+        "a structured-mode CloudEvent (JSON format)",
+        _obj(
+            ["specversion", "id", "source", "type"],
+            specversion={"type": "string"},
+            id={"type": "string"},
+            source={"type": "string"},
+            type={"type": "string"},
+        ),
+    ),
     "Object": {"type": "object"},
     "FilterTest": _obj(
         ["event"],
