@@ -5,7 +5,7 @@ usable, so that a validator reports every problem of a document at once."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -118,6 +118,19 @@ class Checks:
             if not isinstance(v, str) or not v:
                 self.add(f"{key}.{k}", f"must be a non-empty string, got {quote(v)}")
         return value
+
+    def objects(self, value: Any, key: str) -> Iterator[tuple[Checks, Mapping[str, Any]]]:
+        """Each object of the array ``value`` (found at ``key``) with the checks under its index;
+        a problem for every element that is not an object, or for a value that is not an array."""
+        if not isinstance(value, list):
+            self.add(key, f"must be an array of objects, got {quote(value)}")
+            return
+        for i, element in enumerate(value):
+            at = self.under(f"{key}[{i}]")
+            if isinstance(element, Mapping):
+                yield at, element
+            else:
+                at.add("", f"must be an object, got {quote(element)}")
 
     def string_list(
         self, doc: Mapping[str, Any], key: str, *, non_empty: bool = False

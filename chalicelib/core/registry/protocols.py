@@ -121,14 +121,7 @@ def _addresses(options: Mapping[str, Any], family: str | None, checks: Checks) -
     entries = options.get("endpoints")
     if entries is None:
         return
-    if not isinstance(entries, list):
-        checks.add("endpoints", f"must be an array of objects, got {quote(entries)}")
-        return
-    for i, entry in enumerate(entries):
-        at = checks.under(f"endpoints[{i}]")
-        if not isinstance(entry, Mapping):
-            at.add("", f"must be an object, got {quote(entry)}")
-            continue
+    for at, entry in checks.objects(entries, "endpoints"):
         if family == KAFKA:
             if entry.get("bootstrap.servers") is None:
                 at.add(
@@ -180,14 +173,7 @@ def _authorization(options: dict[str, Any], checks: Checks) -> None:
     if isinstance(value, Mapping):
         # Earlier drafts had a single object; rc4 has a list of options to choose from.
         value = options["authorization"] = [dict(value)]
-    if not isinstance(value, list):
-        checks.add("authorization", f"must be an array of objects, got {quote(value)}")
-        return
-    for i, item in enumerate(value):
-        at = checks.under(f"authorization[{i}]")
-        if not isinstance(item, Mapping):
-            at.add("", f"must be an object, got {quote(item)}")
-            continue
+    for at, item in checks.objects(value, "authorization"):
         kind = at.string(item, "type")
         if at.string(item, "mechanism") is not None and kind != "SASL":
             at.add("mechanism", 'is only used when type is "SASL"')
