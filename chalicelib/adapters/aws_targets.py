@@ -154,26 +154,28 @@ def queue_url(target: TargetArn) -> str:
     return f"https://sqs.{target.region}.{domain}/{target.account}/{target.name}"
 
 
-def _send_message(client: Any, target: TargetArn, call: TargetCall) -> None:
+def _fifo(call: TargetCall) -> dict[str, str]:
+    """The FIFO parameters SQS SendMessage and SNS Publish both name this way (none they lack)."""
     extra: dict[str, str] = {}
     if call.group_id is not None:
         extra["MessageGroupId"] = call.group_id
     if call.dedup_id is not None:
         extra["MessageDeduplicationId"] = call.dedup_id
-    client.send_message(QueueUrl=queue_url(target), MessageBody=call.body, **extra)
+    return extra
+
+
+def _send_message(client: Any, target: TargetArn, call: TargetCall) -> None:
+    client.send_message(QueueUrl=queue_url(target), MessageBody=call.body, **_fifo(call))
 
 
 def _publish(client: Any, target: TargetArn, call: TargetCall) -> None:
-    extra: dict[str, str] = {}
-    if call.group_id is not None:
-        extra["MessageGroupId"] = call.group_id
-    if call.dedup_id is not None:
-        extra["MessageDeduplicationId"] = call.dedup_id
     attributes = {
         name: {"DataType": "String", "StringValue": value}
         for name, value in call.attributes.items()
     }
-    client.publish(TopicArn=target.arn, Message=call.body, MessageAttributes=attributes, **extra)
+    client.publish(
+        TopicArn=target.arn, Message=call.body, MessageAttributes=attributes, **_fifo(call)
+    )
 
 
 def _start_execution(client: Any, target: TargetArn, call: TargetCall) -> TargetResult | None:
