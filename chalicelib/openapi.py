@@ -40,6 +40,17 @@ def _obj(required: list[str] | None = None, /, **props: Any) -> dict[str, Any]:
     return schema
 
 
+def _resource(api_version: str, kind: str, required: list[str], spec: Any) -> dict[str, Any]:
+    """A resource in the Kubernetes shape: apiVersion, kind, metadata and this spec."""
+    return _obj(
+        required,
+        apiVersion={"const": api_version},
+        kind={"const": kind},
+        metadata=_ref("ObjectMeta"),
+        spec=spec,
+    )
+
+
 def _described(description: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {**schema, "description": description}
 
@@ -101,13 +112,7 @@ SCHEMAS: dict[str, Any] = {
         format={"enum": ["json", "binary"]},
     ),
     "BrokerSpec": _obj(delivery=_ref("Delivery"), config={"type": "object"}),
-    "Broker": _obj(
-        ["metadata"],
-        apiVersion={"const": "eventing.knative.dev/v1"},
-        kind={"const": "Broker"},
-        metadata=_ref("ObjectMeta"),
-        spec=_ref("BrokerSpec"),
-    ),
+    "Broker": _resource("eventing.knative.dev/v1", "Broker", ["metadata"], _ref("BrokerSpec")),
     "Filter": _described(
         "exactly one dialect per element",
         _obj(
@@ -133,19 +138,14 @@ SCHEMAS: dict[str, Any] = {
         subscriber=_DESTINATION,
         delivery=_ref("Delivery"),
     ),
-    "Trigger": _obj(
-        ["metadata", "spec"],
-        apiVersion={"const": "eventing.knative.dev/v1"},
-        kind={"const": "Trigger"},
-        metadata=_ref("ObjectMeta"),
-        spec=_ref("TriggerSpec"),
+    "Trigger": _resource(
+        "eventing.knative.dev/v1", "Trigger", ["metadata", "spec"], _ref("TriggerSpec")
     ),
-    "EventTransform": _obj(
+    "EventTransform": _resource(
+        "eventing.knative.dev/v1alpha1",
+        "EventTransform",
         ["metadata", "spec"],
-        apiVersion={"const": "eventing.knative.dev/v1alpha1"},
-        kind={"const": "EventTransform"},
-        metadata=_ref("ObjectMeta"),
-        spec=_obj(
+        _obj(
             ["jsonata"],
             jsonata=_obj(["expression"], expression={"type": "string", "minLength": 1}),
             sink=_DESTINATION,
@@ -155,12 +155,11 @@ SCHEMAS: dict[str, Any] = {
             ),
         ),
     ),
-    "KafkaSource": _obj(
+    "KafkaSource": _resource(
+        "sources.knative.dev/v1",
+        "KafkaSource",
         ["metadata", "spec"],
-        apiVersion={"const": "sources.knative.dev/v1"},
-        kind={"const": "KafkaSource"},
-        metadata=_ref("ObjectMeta"),
-        spec=_obj(
+        _obj(
             ["bootstrapServers", "topics", "sink"],
             bootstrapServers={"type": "array", "items": {"type": "string"}},
             topics={"type": "array", "items": {"type": "string"}},
@@ -170,12 +169,11 @@ SCHEMAS: dict[str, Any] = {
             delivery=_ref("Delivery"),
         ),
     ),
-    "Replay": _obj(
+    "Replay": _resource(
+        "eventing.knative.dev/v1",
+        "Replay",
         ["spec"],
-        apiVersion={"const": "eventing.knative.dev/v1"},
-        kind={"const": "Replay"},
-        metadata=_ref("ObjectMeta"),
-        spec=_obj(
+        _obj(
             ["from", "to"],
             **{
                 "from": {"type": "string", "format": "date-time", "description": "inclusive"},
