@@ -55,17 +55,18 @@ def _described(description: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {**schema, "description": description}
 
 
-_STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
+_STRING = {"type": "string"}
+_STRING_MAP = {"type": "object", "additionalProperties": _STRING}
 _DURATION = {"type": "string", "description": "ISO 8601 duration, e.g. PT0.2S"}
 _URI = {"type": "string", "format": "uri"}
 _DESTINATION = _obj(
     uri=_URI,
     ref=_obj(
         ["name"],
-        apiVersion={"type": "string"},
-        kind={"type": "string"},
-        name={"type": "string"},
-        namespace={"type": "string"},
+        apiVersion=_STRING,
+        kind=_STRING,
+        name=_STRING,
+        namespace=_STRING,
     ),
     audience={
         "type": "string",
@@ -81,26 +82,24 @@ SCHEMAS: dict[str, Any] = {
         "RFC 9457 problem details; `errors` names every invalid field at once",
         _obj(
             ["type", "title", "status", "detail"],
-            type={"type": "string"},
-            title={"type": "string"},
+            type=_STRING,
+            title=_STRING,
             status={"type": "integer", "minimum": 400, "maximum": 599},
-            detail={"type": "string"},
+            detail=_STRING,
             errors={
                 "type": "array",
-                "items": _obj(
-                    ["field", "message"], field={"type": "string"}, message={"type": "string"}
-                ),
+                "items": _obj(["field", "message"], field=_STRING, message=_STRING),
             },
-            correlationId={"type": "string"},
+            correlationId=_STRING,
         ),
     ),
     "Name": {"type": "string", "pattern": _LABEL, "maxLength": MAX_NAME_LENGTH},
     "ObjectMeta": _obj(
         name=_ref("Name"),
-        namespace={"type": "string"},
+        namespace=_STRING,
         labels=_STRING_MAP,
         annotations=_STRING_MAP,
-        resourceVersion={"type": "string"},
+        resourceVersion=_STRING,
     ),
     "Delivery": _obj(
         retry={"type": "integer", "minimum": 0},
@@ -122,7 +121,7 @@ SCHEMAS: dict[str, Any] = {
             all={"type": "array", "items": _ref("Filter")},
             any={"type": "array", "items": _ref("Filter")},
             **{"not": _ref("Filter")},  # a Python keyword, so not a keyword argument
-            cesql={"type": "string"},
+            cesql=_STRING,
             eventPattern={
                 "type": "object",
                 "description": "an EventBridge event pattern over the event's JSON form "
@@ -161,9 +160,9 @@ SCHEMAS: dict[str, Any] = {
         ["metadata", "spec"],
         _obj(
             ["bootstrapServers", "topics", "sink"],
-            bootstrapServers={"type": "array", "items": {"type": "string"}},
-            topics={"type": "array", "items": {"type": "string"}},
-            consumerGroup={"type": "string"},
+            bootstrapServers={"type": "array", "items": _STRING},
+            topics={"type": "array", "items": _STRING},
+            consumerGroup=_STRING,
             initialOffset={"enum": ["earliest", "latest"]},
             sink=_DESTINATION,
             delivery=_ref("Delivery"),
@@ -190,27 +189,27 @@ SCHEMAS: dict[str, Any] = {
     ),
     "Resource": _obj(
         ["apiVersion", "kind", "metadata"],
-        apiVersion={"type": "string"},
-        kind={"type": "string"},
-        metadata=_obj(["name"], name={"type": "string"}, uid={"type": "string"}),
+        apiVersion=_STRING,
+        kind=_STRING,
+        metadata=_obj(["name"], name=_STRING, uid=_STRING),
         spec={"type": "object"},
         status=_obj(conditions={"type": "array", "items": {"type": "object"}}),
     ),
     "ResourceList": _obj(
         ["items"],
-        apiVersion={"type": "string"},
-        kind={"type": "string"},
+        apiVersion=_STRING,
+        kind=_STRING,
         items={"type": "array", "items": _ref("Resource")},
     ),
-    "Status": _obj(["kind", "status"], kind={"const": "Status"}, status={"type": "string"}),
+    "Status": _obj(["kind", "status"], kind={"const": "Status"}, status=_STRING),
     "CloudEvent": _described(
         "a structured-mode CloudEvent (JSON format)",
         _obj(
             ["specversion", "id", "source", "type"],
-            specversion={"type": "string"},
-            id={"type": "string"},
-            source={"type": "string"},
-            type={"type": "string"},
+            specversion=_STRING,
+            id=_STRING,
+            source=_STRING,
+            type=_STRING,
         ),
     ),
     "Object": {"type": "object"},
@@ -224,7 +223,7 @@ SCHEMAS: dict[str, Any] = {
     "FilterVerdict": _obj(
         ["matched", "reasons"],
         matched={"type": "boolean"},
-        reasons={"type": "array", "items": {"type": "string"}},
+        reasons={"type": "array", "items": _STRING},
         trigger=_ref("Name"),
     ),
 }
@@ -261,8 +260,7 @@ def _op(
     op: dict[str, Any] = {"operationId": op_id, "summary": summary}
     if query:
         op["parameters"] = [
-            {"name": q, "in": "query", "required": False, "schema": {"type": "string"}}
-            for q in query
+            {"name": q, "in": "query", "required": False, "schema": _STRING} for q in query
         ]
     if body:
         op["requestBody"] = {"required": True, "content": {JSON: {"schema": _ref(body)}}}
@@ -301,7 +299,7 @@ def _crud(kind: str, plural: str, base: str, schema: str) -> dict[str, dict[str,
 
 def _ingress() -> dict[str, Any]:
     allow = {
-        "Allow": {"schema": {"type": "string"}},
+        "Allow": {"schema": _STRING},
     }
     post = _op(
         "sendEvent",
@@ -322,7 +320,7 @@ def _ingress() -> dict[str, Any]:
         },
     }
     post["parameters"] = [
-        {"name": f"ce-{a}", "in": "header", "required": False, "schema": {"type": "string"}}
+        {"name": f"ce-{a}", "in": "header", "required": False, "schema": _STRING}
         for a in ("specversion", "id", "source", "type")
     ]
     item: dict[str, Any] = {"post": post}
@@ -364,7 +362,7 @@ def _paths(*, local: bool) -> dict[str, dict[str, Any]]:
                 {
                     "200": {
                         "description": "OK",
-                        "content": {"text/plain": {"schema": {"type": "string"}}},
+                        "content": {"text/plain": {"schema": _STRING}},
                     }
                 },
             )
