@@ -16,25 +16,15 @@ from contextlib import closing
 
 import pytest
 
-from app import app
-from brokerctl.embedded_aws import free_port
-from brokerctl.http_server import MAX_BODY_BYTES, AppServer
-from chalicelib.container import use_container
+from brokerctl.http_server import MAX_BODY_BYTES
 from tests.functional.harness import Harness
+from tests.functional.local_server import serving
 
 
 @pytest.fixture
 def served() -> Iterator[tuple[Harness, int]]:
-    h = Harness()
-    h.broker()
-    h.trigger("all")
-    use_container(h.container)
-    server = AppServer(app, "127.0.0.1", free_port(), lambda line: None).start()
-    try:
-        yield h, int(server.url.rsplit(":", 1)[1])
-    finally:
-        server.stop()
-        use_container(None)
+    with serving() as both:
+        yield both
 
 
 def chunks(data: bytes, size: int = 7) -> Iterator[bytes]:

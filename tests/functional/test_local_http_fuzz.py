@@ -12,11 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app import app
-from brokerctl.embedded_aws import free_port
-from brokerctl.http_server import AppServer
-from chalicelib.container import use_container
 from tests.functional.harness import Harness
+from tests.functional.local_server import serving
 
 SETTINGS = settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -25,16 +22,8 @@ SETTINGS = settings(
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[Harness, int]]:
-    h = Harness()
-    h.broker()
-    h.trigger("all")
-    use_container(h.container)
-    server = AppServer(app, "127.0.0.1", free_port(), lambda line: None).start()
-    try:
-        yield h, int(server.url.rsplit(":", 1)[1])
-    finally:
-        server.stop()
-        use_container(None)
+    with serving() as both:
+        yield both
 
 
 def answers(port: int, data: bytes) -> list[tuple[int, bytes, bytes]]:
