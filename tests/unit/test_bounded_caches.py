@@ -87,7 +87,7 @@ def test_the_config_cache_is_bounded() -> None:
 
 
 def test_filters_are_compiled_once_per_trigger_generation() -> None:
-    from chalicelib.core.resources.trigger import trigger_from_item
+    from chalicelib.core.resources.trigger import TRIGGERS
     from tests.functional.harness import Harness
 
     h = Harness()
@@ -101,7 +101,7 @@ def test_filters_are_compiled_once_per_trigger_generation() -> None:
     changed = load()
     assert changed is not None and changed.routes[0].filter is not first.routes[0].filter
     stored = h.store.get("trigger", "ns", "t1")
-    assert stored is not None and trigger_from_item(stored.doc["resource"]).generation == 2
+    assert stored is not None and TRIGGERS.from_item(stored.doc["resource"]).generation == 2
 
 
 def test_an_expired_config_is_reloaded_by_one_thread_while_the_others_keep_it() -> None:

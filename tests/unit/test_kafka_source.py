@@ -135,8 +135,8 @@ def test_json_round_trip_through_storage() -> None:
         uid="u",
         now=NOW,
     )
-    assert ks.from_item(ks.to_item(s)) == s
-    doc = ks.to_json(s, {"x": 1})
+    assert ks.KAFKA_SOURCES.from_item(ks.KAFKA_SOURCES.to_item(s)) == s
+    doc = ks.KAFKA_SOURCES.to_json(s, {"x": 1})
     assert doc["apiVersion"] == "sources.knative.dev/v1" and doc["kind"] == "KafkaSource"
     assert ks.parse_kafka_source("ns", doc | {"status": {}}, path_name="src").sasl == s.sasl
 

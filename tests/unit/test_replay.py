@@ -82,14 +82,14 @@ def test_a_new_replay_cannot_start_in_the_future() -> None:
 
 def test_json_and_item_round_trip_under_the_broker() -> None:
     replay = rp.admit_replay(_parse({**SPEC, "triggers": ["a"]}), None, uid="u", now=NOW)
-    doc = rp.replay_to_json(replay, {})
+    doc = rp.REPLAYS.to_json(replay, {})
     assert doc["metadata"]["name"] == "r1" and doc["metadata"]["broker"] == "default"
     assert doc["spec"] == {
         "from": "2026-01-31T10:00:00.000Z",
         "to": "2026-01-31T11:30:00.000Z",
         "triggers": ["a"],
     }
-    assert rp.replay_from_item(json.loads(json.dumps(rp.replay_to_item(replay)))) == replay
+    assert rp.REPLAYS.from_item(json.loads(json.dumps(rp.REPLAYS.to_item(replay)))) == replay
 
 
 def _conditions(status: dict[str, object]) -> dict[str, tuple[str, str]]:

@@ -10,13 +10,11 @@ import pytest
 from chalicelib.core.errors import ImmutableFieldError, ValidationError
 from chalicelib.core.resources.broker import (
     BROKER_CLASS_ANNOTATION,
+    BROKERS,
     DEFAULT_MAX_EVENT_BYTES,
     MAX_EVENT_BYTES_ANNOTATION,
     Broker,
     admit_broker,
-    broker_from_item,
-    broker_to_item,
-    broker_to_json,
     check_immutable_broker,
     ingress_url,
     parse_broker,
@@ -25,14 +23,12 @@ from chalicelib.core.resources.delivery_spec import DEFAULT_BROKER_DELIVERY, Del
 from chalicelib.core.resources.durations import Duration
 from chalicelib.core.resources.meta import format_timestamp
 from chalicelib.core.resources.trigger import (
+    TRIGGERS,
     Trigger,
     admit_trigger,
     check_immutable_trigger,
     effective_delivery,
     parse_trigger,
-    trigger_from_item,
-    trigger_to_item,
-    trigger_to_json,
 )
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
@@ -352,7 +348,7 @@ def test_trigger_defaults() -> None:
     assert trigger.filter_attributes == {}
     assert trigger.filters == ()
     assert trigger.delivery is None
-    assert trigger_to_json(trigger, {})["spec"] == {
+    assert TRIGGERS.to_json(trigger, {})["spec"] == {
         "broker": "default",
         "filter": {},
         "subscriber": {"uri": "https://s.example"},
@@ -365,7 +361,7 @@ def test_trigger_keeps_filters_and_delivery() -> None:
     trigger = parse_trigger("default", body, path_name=None)
     assert trigger.filters == ({"exact": {"type": "x"}},)
     assert trigger.delivery == DeliverySpec(retry=2, dead_letter_sink_uri="http://d/")
-    assert trigger_to_json(trigger, {})["spec"]["filters"] == [{"exact": {"type": "x"}}]
+    assert TRIGGERS.to_json(trigger, {})["spec"]["filters"] == [{"exact": {"type": "x"}}]
 
 
 TRIGGER_REJECTIONS = [
@@ -548,7 +544,7 @@ def _stored_trigger(**spec: Any) -> Trigger:
 
 def test_broker_json() -> None:
     status = {"observedGeneration": 1}
-    assert broker_to_json(_stored_broker(), status) == {
+    assert BROKERS.to_json(_stored_broker(), status) == {
         "apiVersion": "eventing.knative.dev/v1",
         "kind": "Broker",
         "metadata": {
@@ -570,7 +566,7 @@ def test_broker_json() -> None:
 
 def test_trigger_json() -> None:
     trigger = _stored_trigger(delivery={"timeout": "PT10S", "format": "json"})
-    assert trigger_to_json(trigger, {}) == {
+    assert TRIGGERS.to_json(trigger, {}) == {
         "apiVersion": "eventing.knative.dev/v1",
         "kind": "Trigger",
         "metadata": {
@@ -592,7 +588,7 @@ def test_trigger_json() -> None:
 
 def test_rendered_json_parses_back_to_the_same_resource() -> None:
     broker = _stored_broker()
-    again = parse_broker("ns", broker_to_json(broker, {}), path_name="default")
+    again = parse_broker("ns", BROKERS.to_json(broker, {}), path_name="default")
     assert (
         replace(again, uid="u-1", generation=1, creation_timestamp=broker.creation_timestamp)
         == broker
@@ -620,10 +616,10 @@ def test_broker_storage_round_trip(broker_delivery: object) -> None:
     body = patched(BROKER, "spec.delivery", broker_delivery)
     body = patched(body, f"metadata.annotations[{MAX_EVENT_BYTES_ANNOTATION}]", "2048")
     broker = admit_broker(parse_broker("ns", body, path_name=None), None, uid="u", now=NOW)
-    item = json.loads(json.dumps(broker_to_item(broker)))
+    item = json.loads(json.dumps(BROKERS.to_item(broker)))
     assert _no_floats(item)
-    assert broker_from_item(item) == broker
-    assert broker_from_item(item).max_event_bytes == 2048
+    assert BROKERS.from_item(item) == broker
+    assert BROKERS.from_item(item).max_event_bytes == 2048
 
 
 @pytest.mark.parametrize(
@@ -638,20 +634,20 @@ def test_broker_storage_round_trip(broker_delivery: object) -> None:
 )
 def test_trigger_storage_round_trip(spec: dict[str, Any]) -> None:
     trigger = _stored_trigger(**spec)
-    item = json.loads(json.dumps(trigger_to_item(trigger)))
+    item = json.loads(json.dumps(TRIGGERS.to_item(trigger)))
     assert _no_floats(item)
-    assert trigger_from_item(item) == trigger
+    assert TRIGGERS.from_item(item) == trigger
 
 
 def test_corrupt_item() -> None:
-    item = broker_to_item(_stored_broker())
+    item = BROKERS.to_item(_stored_broker())
     item["spec"]["delivery"]["retry"] = -5
     with pytest.raises(ValueError, match="stored broker ns/default is invalid"):
-        broker_from_item(item)
-    trigger_item = trigger_to_item(_stored_trigger())
+        BROKERS.from_item(item)
+    trigger_item = TRIGGERS.to_item(_stored_trigger())
     del trigger_item["spec"]["subscriber"]
     with pytest.raises(ValueError, match="stored trigger ns/orders is invalid"):
-        trigger_from_item(trigger_item)
+        TRIGGERS.from_item(trigger_item)
 
 
 def test_ingress_url() -> None:

@@ -286,21 +286,6 @@ def broker_spec_json(broker: Broker) -> dict[str, Any]:
     return spec
 
 
-def broker_to_json(broker: Broker, status: Mapping[str, Any]) -> dict[str, Any]:
-    return meta.resource_json(API_VERSION, KIND, broker, broker_spec_json(broker), status)
-
-
-def broker_to_item(broker: Broker) -> dict[str, Any]:
-    return meta.to_item(broker, broker_spec_json(broker), KIND)
-
-
-def broker_from_item(item: Mapping[str, Any]) -> Broker:
-    """The broker ``broker_to_item`` stored; ValueError if the document does not validate."""
-    return meta.from_item(
-        item, "broker", lambda ns, body, name: parse_broker(ns, body, path_name=name)
-    )
-
-
 BROKERS: ResourceKind[Broker] = ResourceKind(
     store_kind="broker",
     api_version=API_VERSION,
@@ -308,7 +293,5 @@ BROKERS: ResourceKind[Broker] = ResourceKind(
     plural="brokers",
     parse=lambda namespace, body, name: parse_broker(namespace, body, path_name=name),
     admit=lambda parsed, old, uid, now: admit_broker(parsed, old, uid=uid, now=now),
-    to_json=broker_to_json,
-    to_item=broker_to_item,
-    from_item=broker_from_item,
+    spec_json=broker_spec_json,
 )

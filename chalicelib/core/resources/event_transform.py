@@ -175,23 +175,6 @@ def event_transform_status(
     return status
 
 
-def event_transform_to_json(transform: EventTransform, status: Mapping[str, Any]) -> dict[str, Any]:
-    return meta.resource_json(API_VERSION, KIND, transform, spec_json(transform), status)
-
-
-def event_transform_to_item(transform: EventTransform) -> dict[str, Any]:
-    return meta.to_item(transform, spec_json(transform), KIND)
-
-
-def event_transform_from_item(item: Mapping[str, Any]) -> EventTransform:
-    """The stored transform; its expressions compiled at admission, so not again here."""
-    return meta.from_item(
-        item,
-        "eventtransform",
-        lambda ns, body, name: _parse(ns, body, name, check_expressions=False),
-    )
-
-
 EVENT_TRANSFORMS: ResourceKind[EventTransform] = ResourceKind(
     store_kind="eventtransform",
     api_version=API_VERSION,
@@ -199,7 +182,7 @@ EVENT_TRANSFORMS: ResourceKind[EventTransform] = ResourceKind(
     plural=PLURAL,
     parse=lambda namespace, body, name: parse_event_transform(namespace, body, path_name=name),
     admit=lambda parsed, old, uid, now: admit_event_transform(parsed, old, uid=uid, now=now),
-    to_json=event_transform_to_json,
-    to_item=event_transform_to_item,
-    from_item=event_transform_from_item,
+    spec_json=spec_json,
+    # The stored expressions compiled at admission, so not again here.
+    reparse=lambda ns, body, name: _parse(ns, body, name, check_expressions=False),
 )

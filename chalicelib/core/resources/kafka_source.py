@@ -364,20 +364,6 @@ def spec_json(source: KafkaSource) -> dict[str, Any]:
     return spec
 
 
-def to_json(source: KafkaSource, status: Mapping[str, Any]) -> dict[str, Any]:
-    return meta.resource_json(API_VERSION, KIND, source, spec_json(source), status)
-
-
-def to_item(source: KafkaSource) -> dict[str, Any]:
-    return meta.to_item(source, spec_json(source))
-
-
-def from_item(item: Mapping[str, Any]) -> KafkaSource:
-    return meta.from_item(
-        item, "kafkasource", lambda ns, body, name: parse_kafka_source(ns, body, path_name=name)
-    )
-
-
 KAFKA_SOURCES: ResourceKind[KafkaSource] = ResourceKind(
     store_kind="kafkasource",
     api_version=API_VERSION,
@@ -385,9 +371,7 @@ KAFKA_SOURCES: ResourceKind[KafkaSource] = ResourceKind(
     plural="kafkasources",
     parse=lambda namespace, body, name: parse_kafka_source(namespace, body, path_name=name),
     admit=lambda parsed, old, uid, now: admit_kafka_source(parsed, old, uid=uid, now=now),
-    to_json=to_json,
-    to_item=to_item,
-    from_item=from_item,
+    spec_json=spec_json,
 )
 
 

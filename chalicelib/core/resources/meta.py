@@ -1,5 +1,6 @@
 """What every resource kind shares: the Kubernetes envelope, names, admission (uid, generation,
-creationTimestamp), the API shape and the storage item."""
+creationTimestamp).
+The API shape and the storage item are ``ResourceKind``'s (kind.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 from chalicelib.core.clock import rfc3339
-from chalicelib.core.errors import Problem, ValidationError
+from chalicelib.core.errors import Problem
 from chalicelib.core.names import name_problems, namespace_problems, quote
 from chalicelib.core.resources.fields import json_object, unknown_fields
 
@@ -135,71 +136,4 @@ def immutable_problem(path: str, old: object, new: object, kind: str) -> Problem
         path,
         f"is immutable: it is {json.dumps(old)} and the update sets {json.dumps(new)}; "
         f"delete and re-create the {kind} to change it",
-    )
-
-
-# --- JSON: the API shape and the storage item ----------------------------------------------------
-
-
-def resource_json(
-    api_version: str,
-    kind: str,
-    res: ResourceMeta,
-    spec: Mapping[str, Any],
-    status: Mapping[str, Any],
-) -> dict[str, Any]:
-    """A resource in the Kubernetes shape: apiVersion, kind, metadata, spec, status."""
-    metadata: dict[str, Any] = {
-        "name": res.name,
-        "namespace": res.namespace,
-        "uid": res.uid,
-        "generation": res.generation,
-        "creationTimestamp": res.creation_timestamp,
-    }
-    if res.labels:
-        metadata["labels"] = dict(res.labels)
-    if res.annotations:
-        metadata["annotations"] = dict(res.annotations)
-    return {
-        "apiVersion": api_version,
-        "kind": kind,
-        "metadata": metadata,
-        "spec": dict(spec),
-        "status": dict(status),
-    }
-
-
-def to_item(res: ResourceMeta, spec: Mapping[str, Any], kind: str | None = None) -> dict[str, Any]:
-    """A plain JSON-able document to store (strings, ints, lists and dicts only: no floats, so
-    DynamoDB takes it as is)."""
-    item: dict[str, Any] = {} if kind is None else {"kind": kind}
-    item.update(
-        namespace=res.namespace,
-        name=res.name,
-        uid=res.uid,
-        generation=res.generation,
-        creationTimestamp=res.creation_timestamp,
-        labels=dict(res.labels),
-        annotations=dict(res.annotations),
-        spec=dict(spec),
-    )
-    return item
-
-
-def from_item(
-    item: Mapping[str, Any], what: str, parse: Callable[[str, dict[str, Any], str], R]
-) -> R:
-    """The resource ``to_item`` stored, parsed again by ``parse(namespace, body, name)`` with its
-    identity restored; ValueError if the document does not validate."""
-    namespace, name = str(item["namespace"]), str(item["name"])
-    metadata = {"labels": item.get("labels") or {}, "annotations": item.get("annotations") or {}}
-    try:
-        parsed = parse(namespace, {"metadata": metadata, "spec": item["spec"]}, name)
-    except ValidationError as err:
-        raise ValueError(f"stored {what} {namespace}/{name} is invalid: {err.detail}") from err
-    return replace(  # type: ignore[type-var]
-        parsed,
-        uid=str(item["uid"]),
-        generation=int(item["generation"]),
-        creation_timestamp=str(item["creationTimestamp"]),
     )

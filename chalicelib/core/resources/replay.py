@@ -226,31 +226,23 @@ def admit_replay(parsed: Replay, existing: Replay | None, *, uid: str, now: date
     return meta.admitted(parsed, existing, uid=uid, now=now, configuration=lambda _: None)
 
 
-def replay_to_json(replay: Replay, status: Mapping[str, Any]) -> dict[str, Any]:
-    doc = meta.resource_json(API_VERSION, KIND, replay, replay_spec_json(replay), status)
-    doc["metadata"]["name"] = replay.short_name
-    doc["metadata"]["broker"] = replay.broker
-    return doc
+class _ReplayKind(ResourceKind[Replay]):
+    def to_json(self, res: Replay, status: Mapping[str, Any]) -> dict[str, Any]:
+        """The API names a replay by its short name, beside its broker."""
+        doc = super().to_json(res, status)
+        doc["metadata"]["name"] = res.short_name
+        doc["metadata"]["broker"] = res.broker
+        return doc
 
 
-def replay_to_item(replay: Replay) -> dict[str, Any]:
-    return meta.to_item(replay, replay_spec_json(replay), KIND)
-
-
-def replay_from_item(item: Mapping[str, Any]) -> Replay:
-    return meta.from_item(item, "replay", parse_replay)
-
-
-REPLAYS: ResourceKind[Replay] = ResourceKind(
+REPLAYS: ResourceKind[Replay] = _ReplayKind(
     store_kind="replay",
     api_version=API_VERSION,
     kind=KIND,
     plural="replays",
     parse=lambda namespace, body, name: parse_replay(namespace, body, name or ""),
     admit=lambda parsed, old, uid, now: admit_replay(parsed, old, uid=uid, now=now),
-    to_json=replay_to_json,
-    to_item=replay_to_item,
-    from_item=replay_from_item,
+    spec_json=replay_spec_json,
 )
 
 

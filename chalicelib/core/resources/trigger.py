@@ -259,24 +259,6 @@ def trigger_spec_json(trigger: Trigger) -> dict[str, Any]:
     return spec
 
 
-def trigger_to_json(trigger: Trigger, status: Mapping[str, Any]) -> dict[str, Any]:
-    return meta.resource_json(API_VERSION, KIND, trigger, trigger_spec_json(trigger), status)
-
-
-def trigger_to_item(trigger: Trigger) -> dict[str, Any]:
-    return meta.to_item(trigger, trigger_spec_json(trigger), KIND)
-
-
-def trigger_from_item(item: Mapping[str, Any]) -> Trigger:
-    """The trigger ``trigger_to_item`` stored. Filters are not validated again here: they were on
-    admission, and the filter factory checks them when it builds them."""
-    return meta.from_item(
-        item,
-        "trigger",
-        lambda ns, body, name: _parse_trigger(ns, body, name, check_filters=False),
-    )
-
-
 TRIGGERS: ResourceKind[Trigger] = ResourceKind(
     store_kind="trigger",
     api_version=API_VERSION,
@@ -284,7 +266,8 @@ TRIGGERS: ResourceKind[Trigger] = ResourceKind(
     plural="triggers",
     parse=lambda namespace, body, name: parse_trigger(namespace, body, path_name=name),
     admit=lambda parsed, old, uid, now: admit_trigger(parsed, old, uid=uid, now=now),
-    to_json=trigger_to_json,
-    to_item=trigger_to_item,
-    from_item=trigger_from_item,
+    spec_json=trigger_spec_json,
+    # Filters are not validated again: they were on admission, and the filter factory checks
+    # them when it builds them.
+    reparse=lambda ns, body, name: _parse_trigger(ns, body, name, check_filters=False),
 )
