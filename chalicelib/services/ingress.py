@@ -176,10 +176,16 @@ class Ingress:
     # ---- the shared path (HTTP, replies, Kafka) ------------------------------------------------
 
     def ingest(
-        self, config: BrokerConfig, events: Sequence[CloudEvent], headers: Mapping[str, str]
+        self,
+        config: BrokerConfig,
+        events: Sequence[CloudEvent],
+        headers: Mapping[str, str],
+        sender: str | None = None,
     ) -> None:
         """Store every event in the queue of every matching ready trigger, or raise. With a dedup
-        window, a (source, id) the broker accepted within it is dropped (docs/dedup.md)."""
+        window, a (source, id) the broker accepted within it is dropped (docs/dedup.md).
+        ``sender`` is who the events come from (core/senders.py; None: anonymous), the identity
+        the broker's EventPolicies admit or refuse (docs/security.md)."""
         now = self._clock()
         arrival = archive.rfc3339(now)
         prepared = [self._prepare(e, arrival) for e in events]
