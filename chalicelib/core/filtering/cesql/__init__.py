@@ -26,16 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib.core.cloudevents.event import CloudEvent
-from chalicelib.core.filtering.cesql.errors import (
-    CastError,
-    CesqlError,
-    CesqlParseError,
-    FunctionEvaluationError,
-    GenericError,
-    MathError,
-    MissingAttributeError,
-    MissingFunctionError,
-)
+from chalicelib.core.filtering.cesql.errors import CesqlError, CesqlParseError
 from chalicelib.core.filtering.cesql.evaluator import Compiled, EventView, compile_tree
 from chalicelib.core.filtering.cesql.nodes import DataPath, Exists, Node
 from chalicelib.core.filtering.cesql.parser import parse_tree
@@ -81,15 +72,9 @@ def evaluate(expr: Expression, event: CloudEvent) -> tuple[Any, list[CesqlError]
 
 
 __all__ = [
-    "CastError",
     "CesqlError",
     "CesqlParseError",
     "Expression",
-    "FunctionEvaluationError",
-    "GenericError",
-    "MathError",
-    "MissingAttributeError",
-    "MissingFunctionError",
     "evaluate",
     "parse",
 ]

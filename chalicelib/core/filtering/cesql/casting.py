@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from chalicelib.core.filtering.cesql.errors import CastError, CesqlError, MathError
+from chalicelib.core.filtering.cesql.errors import CesqlError
 
 Value = str | int | bool
 
@@ -60,14 +60,14 @@ def to_integer(value: Value, errors: list[CesqlError]) -> int:
         # An attribute may hold thousands of digits (int() refuses 4,300+): anything longer than
         # a 32-bit integer's 10 digits overflows without being converted.
         if len(value.lstrip("+-").lstrip("0")) > 10:
-            errors.append(CastError(f"{value[:20]!r}... overflows a 32-bit integer"))
+            errors.append(CesqlError("cast", f"{value[:20]!r}... overflows a 32-bit integer"))
             return 0
         number = int(value)
         if INT_MIN <= number <= INT_MAX:
             return number
-        errors.append(CastError(f"{value!r} overflows a 32-bit integer"))
+        errors.append(CesqlError("cast", f"{value!r} overflows a 32-bit integer"))
         return 0
-    errors.append(CastError(f"cannot cast {value!r} to Integer"))
+    errors.append(CesqlError("cast", f"cannot cast {value!r} to Integer"))
     return 0
 
 
@@ -76,7 +76,7 @@ def to_boolean(value: Value, errors: list[CesqlError], *, implicit: bool = True)
         return value
     if isinstance(value, int):
         if implicit:
-            errors.append(CastError(f"no implicit cast from Integer {value} to Boolean"))
+            errors.append(CesqlError("cast", f"no implicit cast from Integer {value} to Boolean"))
             return False
         return value != 0
     lowered = value.lower()
@@ -84,7 +84,7 @@ def to_boolean(value: Value, errors: list[CesqlError], *, implicit: bool = True)
         return True
     if lowered == "false":
         return False
-    errors.append(CastError(f"cannot cast {value!r} to Boolean"))
+    errors.append(CesqlError("cast", f"cannot cast {value!r} to Boolean"))
     return False
 
 
@@ -99,10 +99,10 @@ def cast(value: Value, type_name: str, errors: list[CesqlError], *, implicit: bo
 def fit_integer(number: int, errors: list[CesqlError]) -> int:
     """Saturate a result to 32 bits, with a MathError (the rule the spec gives for ABS)."""
     if number > INT_MAX:
-        errors.append(MathError(f"integer overflow: {number} > {INT_MAX}"))
+        errors.append(CesqlError("math", f"integer overflow: {number} > {INT_MAX}"))
         return INT_MAX
     if number < INT_MIN:
-        errors.append(MathError(f"integer overflow: {number} < {INT_MIN}"))
+        errors.append(CesqlError("math", f"integer overflow: {number} < {INT_MIN}"))
         return INT_MIN
     return number
 

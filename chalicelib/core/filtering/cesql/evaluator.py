@@ -32,13 +32,7 @@ from chalicelib.core.filtering.cesql.casting import (
     type_of,
     zero,
 )
-from chalicelib.core.filtering.cesql.errors import (
-    CastError,
-    CesqlError,
-    MathError,
-    MissingAttributeError,
-    MissingFunctionError,
-)
+from chalicelib.core.filtering.cesql.errors import CesqlError
 from chalicelib.core.filtering.cesql.functions import ANY, resolve
 from chalicelib.core.filtering.cesql.nodes import (
     Attribute,
@@ -91,7 +85,7 @@ def _attribute(name: str) -> Compiled:
     def attribute(attrs: Attributes, errors: list[CesqlError]) -> Value:
         value = attrs.get(name)
         if value is None:
-            errors.append(MissingAttributeError(f"the event has no attribute {name!r}"))
+            errors.append(CesqlError("missingAttribute", f"the event has no attribute {name!r}"))
             return False
         return value if type(value) is str else from_attribute(value)
 
@@ -129,14 +123,14 @@ def _data(path: tuple[str, ...], name: str) -> Compiled:
     def data(attrs: Attributes, errors: list[CesqlError]) -> Value:
         value = _read_data(attrs, path)
         if value is ABSENT:
-            errors.append(MissingAttributeError(f"the event has no JSON data at {name}"))
+            errors.append(CesqlError("missingAttribute", f"the event has no JSON data at {name}"))
             return False
         if isinstance(value, (str, bool)):
             return value
         number = integral(value)
         if number is None:
             what = "null" if value is None else type(value).__name__
-            errors.append(CastError(f"{name} is {what}, not a String, Integer or Boolean"))
+            errors.append(CesqlError("cast", f"{name} is {what}, not a String, Integer or Boolean"))
             return False
         return number
 
@@ -181,7 +175,7 @@ def _unary(op: str, operand: Compiled) -> Compiled:
 
 def _divide(x: int, y: int, errors: list[CesqlError]) -> int:
     if y == 0:
-        errors.append(MathError("division by zero"))
+        errors.append(CesqlError("math", "division by zero"))
         return 0
     quotient = abs(x) // abs(y)  # rounded towards zero
     return fit_integer(quotient if (x < 0) == (y < 0) else -quotient, errors)
@@ -189,7 +183,7 @@ def _divide(x: int, y: int, errors: list[CesqlError]) -> int:
 
 def _modulo(x: int, y: int, errors: list[CesqlError]) -> int:
     if y == 0:
-        errors.append(MathError("modulo by zero"))
+        errors.append(CesqlError("math", "modulo by zero"))
         return 0
     remainder = abs(x) % abs(y)  # the sign of x
     return -remainder if x < 0 else remainder
@@ -326,7 +320,7 @@ def _call(name: str, args: Sequence[Compiled]) -> Compiled:
         def missing(attrs: Attributes, errors: list[CesqlError]) -> Value:
             for arg in args:
                 arg(attrs, errors)
-            errors.append(MissingFunctionError(message))
+            errors.append(CesqlError("missingFunction", message))
             return False
 
         return missing

@@ -24,7 +24,7 @@ from chalicelib.core.filtering.cesql.casting import (
     to_integer,
     to_string,
 )
-from chalicelib.core.filtering.cesql.errors import CesqlError, FunctionEvaluationError, MathError
+from chalicelib.core.filtering.cesql.errors import CesqlError
 
 ANY = "Any"
 
@@ -80,7 +80,11 @@ MAX_RESULT_CHARS = 4 * 1024 * 1024
 def _too_long(name: str, size: int, e: list[CesqlError]) -> bool:
     if size <= MAX_RESULT_CHARS:
         return False
-    e.append(FunctionEvaluationError(f"{name}: the result would exceed {MAX_RESULT_CHARS} chars"))
+    e.append(
+        CesqlError(
+            "functionEvaluation", f"{name}: the result would exceed {MAX_RESULT_CHARS} chars"
+        )
+    )
     return True
 
 
@@ -113,7 +117,7 @@ def _trim(a: Sequence[Value], e: list[CesqlError]) -> Value:
 def _left(a: Sequence[Value], e: list[CesqlError]) -> Value:
     text, count = _str(a[0]), _int(a[1])
     if count < 0:
-        e.append(FunctionEvaluationError(f"LEFT: negative length {count}"))
+        e.append(CesqlError("functionEvaluation", f"LEFT: negative length {count}"))
         return text
     return text[:count]
 
@@ -121,7 +125,7 @@ def _left(a: Sequence[Value], e: list[CesqlError]) -> Value:
 def _right(a: Sequence[Value], e: list[CesqlError]) -> Value:
     text, count = _str(a[0]), _int(a[1])
     if count < 0:
-        e.append(FunctionEvaluationError(f"RIGHT: negative length {count}"))
+        e.append(CesqlError("functionEvaluation", f"RIGHT: negative length {count}"))
         return text
     return text[max(len(text) - count, 0) :]
 
@@ -130,10 +134,12 @@ def _substring(a: Sequence[Value], e: list[CesqlError]) -> Value:
     text, pos = _str(a[0]), _int(a[1])
     length = _int(a[2]) if len(a) == 3 else None
     if pos > len(text) or pos < -len(text):
-        e.append(FunctionEvaluationError(f"SUBSTRING: position {pos} is outside the string"))
+        e.append(
+            CesqlError("functionEvaluation", f"SUBSTRING: position {pos} is outside the string")
+        )
         return ""
     if length is not None and length < 0:
-        e.append(FunctionEvaluationError(f"SUBSTRING: negative length {length}"))
+        e.append(CesqlError("functionEvaluation", f"SUBSTRING: negative length {length}"))
         return ""
     if pos == 0:
         return ""
@@ -144,7 +150,7 @@ def _substring(a: Sequence[Value], e: list[CesqlError]) -> Value:
 def _abs(a: Sequence[Value], e: list[CesqlError]) -> Value:
     number = _int(a[0])
     if number == INT_MIN:
-        e.append(MathError("ABS(-2147483648) overflows a 32-bit integer"))
+        e.append(CesqlError("math", "ABS(-2147483648) overflows a 32-bit integer"))
         return INT_MAX
     return abs(number)
 
