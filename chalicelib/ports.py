@@ -213,6 +213,37 @@ class HttpSender(Protocol):
         self, url: str, headers: Mapping[str, str], body: bytes, timeout: float
     ) -> HttpResponse: ...
 
+    def trusting(self, ca_certs: str) -> HttpSender:
+        """A sender whose TLS also trusts the CAs of the PEM bundle ``ca_certs`` (a
+        Destination's CACerts), with the same address guard."""
+        ...
+
+
+# ---- authenticated HTTP delivery: Connections (docs/targets.md) ---------------------------------
+
+
+class Secrets(Protocol):
+    """Secrets Manager's secret strings. Raises UnavailableError naming the secret and the
+    service's error code, never what the secret holds."""
+
+    def get_string(self, arn: str) -> str: ...
+
+
+class RequestSigner(Protocol):
+    """AWS Signature Version 4 with the function's own credentials."""
+
+    def sign(
+        self,
+        url: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        service: str,
+        region: str,
+    ) -> dict[str, str]:
+        """The headers of a signed POST of ``body`` to ``url`` (``headers`` and the signature's:
+        Authorization, X-Amz-Date, X-Amz-Security-Token)."""
+        ...
+
 
 # ---- Kafka (design.md §10) ---------------------------------------------------------------------
 

@@ -5,12 +5,20 @@ connect cannot slip through (rebinding).
 
 urllib3 rather than httpx: it already ships with botocore, and it spends about 40 % less CPU per
 request, which is what a delivery worker posting to a fast subscriber is bound by
-(``benchmarks/delivery.py``)."""
+(``benchmarks/delivery.py``).
+
+A Destination's CACerts (docs/targets.md) get a pool manager of their own, whose TLS trusts the
+system's CAs and the bundle's, behind the same guard; one per bundle, the least recently used
+dropped beyond MAX_TRUST_BUNDLES."""
 
 from __future__ import annotations
 
+import hashlib
 import socket
+import ssl
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 
 import urllib3
@@ -29,6 +37,8 @@ from chalicelib.adapters.addresses import is_blocked
 from chalicelib.ports import HttpResponse
 
 __all__ = ["Urllib3Sender", "is_blocked"]
+
+MAX_TRUST_BUNDLES = 16
 
 
 def _guarded_connect(conn: HTTPConnection, allowlist: tuple[str, ...]) -> socket.socket:
@@ -100,13 +110,46 @@ class _Headers(Mapping[str, str]):
 
 class Urllib3Sender:
     def __init__(
-        self, *, guard: bool, allowlist: tuple[str, ...] = (), pool_size: int = 32
+        self,
+        *,
+        guard: bool,
+        allowlist: tuple[str, ...] = (),
+        pool_size: int = 32,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
+        self._guard, self._allowlist, self._pool_size = guard, allowlist, pool_size
         # num_pools: subscriber hosts kept warm at once (one function serves every trigger).
-        self._pool = urllib3.PoolManager(num_pools=100, maxsize=pool_size, retries=False)
+        self._pool = urllib3.PoolManager(
+            num_pools=100, maxsize=pool_size, retries=False, ssl_context=ssl_context
+        )
         if guard:
             self._pool.pool_classes_by_scheme = _guarded_pools(allowlist)
         self._timeouts: dict[float, urllib3.Timeout] = {}
+        self._trusting: OrderedDict[str, Urllib3Sender] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def trusting(self, ca_certs: str) -> Urllib3Sender:
+        """A sender whose TLS trusts the system's CAs and those of the PEM bundle ``ca_certs``
+        (validated when its trigger was stored)."""
+        key = hashlib.sha256(ca_certs.encode()).hexdigest()
+        with self._lock:
+            found = self._trusting.get(key)
+            if found is not None:
+                self._trusting.move_to_end(key)
+                return found
+        context = ssl.create_default_context()
+        context.load_verify_locations(cadata=ca_certs)
+        sender = Urllib3Sender(
+            guard=self._guard,
+            allowlist=self._allowlist,
+            pool_size=self._pool_size,
+            ssl_context=context,
+        )
+        with self._lock:
+            self._trusting[key] = sender
+            while len(self._trusting) > MAX_TRUST_BUNDLES:
+                self._trusting.popitem(last=False)[1].close()
+        return sender
 
     def post(
         self, url: str, headers: Mapping[str, str], body: bytes, timeout: float

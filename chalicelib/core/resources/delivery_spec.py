@@ -1,9 +1,13 @@
 """Knative's DeliverySpec and Destination: retries, backoff, timeouts, dead-letter sink and
-subscriber URIs (``http(s)://`` or ``kafka://host:port/topic``)."""
+subscriber URIs (``http(s)://`` or ``kafka://host:port/topic``), with a Destination's audience and
+CACerts."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +30,13 @@ CRASH_RECEIVE_MARGIN = 3
 MAX_RETRY = SQS_MAX_RECEIVE_COUNT - 1 - CRASH_RECEIVE_MARGIN
 # A Destination's audience: the ``aud`` of the token its requests carry (design.md §2.5).
 MAX_AUDIENCE_CHARS = 1024
+# A Destination's CACerts: a PEM bundle of CA certificates its TLS also trusts. Stored with the
+# trigger (a DynamoDB item holds 400 KB), so bounded.
+MAX_CA_CERTS_BYTES = 64 * 1024
+MAX_CA_CERTS = 32
+_PEM_CERTIFICATE = re.compile(
+    r"-----BEGIN CERTIFICATE-----\r?\n([A-Za-z0-9+/=\r\n]+?)-----END CERTIFICATE-----\r?\n?"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,12 +51,15 @@ class DeliverySpec:
     dead_letter_sink_uri: str | None = None
     format: str | None = None
     dead_letter_sink_audience: str | None = None
+    dead_letter_sink_ca_certs: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         if self.dead_letter_sink_uri is not None:
             out["deadLetterSink"] = destination_json(
-                self.dead_letter_sink_uri, self.dead_letter_sink_audience
+                self.dead_letter_sink_uri,
+                self.dead_letter_sink_audience,
+                self.dead_letter_sink_ca_certs,
             )
         if self.retry is not None:
             out["retry"] = self.retry
@@ -105,8 +119,11 @@ def parse_delivery(value: object, path: str, problems: list[Problem]) -> Deliver
     sink_path = f"{path}.deadLetterSink"
     sink = parse_destination(raw_sink, sink_path, problems, audience=True)
     audience = parse_audience(raw_sink, sink_path, problems)
+    ca_certs = parse_ca_certs(raw_sink, sink_path, problems)
     fmt = _choice(raw.get("format"), DELIVERY_FORMATS, f"{path}.format", problems)
-    return DeliverySpec(retry, policy, delay, timeout, retry_after_max, sink, fmt, audience)
+    return DeliverySpec(
+        retry, policy, delay, timeout, retry_after_max, sink, fmt, audience, ca_certs
+    )
 
 
 def _duration(
@@ -138,7 +155,8 @@ def parse_destination(
     audience: bool = False,
 ) -> str | None:
     """A Knative Destination, of which only the ``uri`` form is supported (no Kubernetes here to
-    resolve a ``ref``); ``audience``: the caller reads its audience (``parse_audience``)."""
+    resolve a ``ref``); ``audience``: the caller reads its audience and CACerts
+    (``parse_audience``, ``parse_ca_certs``), which other destinations do not take."""
     if value is None:
         if required:
             problems.append(Problem(path, "is required: give it a uri (an absolute http(s) URL)"))
@@ -152,7 +170,7 @@ def parse_destination(
                 "put the absolute http(s) URL of the service in uri",
             )
         )
-    for unsupported in ("CACerts",) if audience else ("CACerts", "audience"):
+    for unsupported in () if audience else ("CACerts", "audience"):
         if unsupported in raw:
             problems.append(Problem(f"{path}.{unsupported}", "is not supported here"))
     _unknown_fields(raw, ("uri", "ref", "CACerts", "audience"), path, problems)
@@ -195,8 +213,61 @@ def parse_audience(value: object, path: str, problems: list[Problem]) -> str | N
     return audience
 
 
-def destination_json(uri: str, audience: str | None) -> dict[str, str]:
-    return {"uri": uri} if audience is None else {"uri": uri, "audience": audience}
+def parse_ca_certs(value: object, path: str, problems: list[Problem]) -> str | None:
+    """A Destination's ``CACerts`` (Knative): a PEM bundle of CA certificates that its TLS
+    trusts besides the system's, for an https uri."""
+    if not isinstance(value, Mapping) or value.get("CACerts") is None:
+        return None
+    found = ca_certs_problems(value["CACerts"], f"{path}.CACerts")
+    uri = value.get("uri")
+    if not found and isinstance(uri, str) and urlsplit(uri).scheme.lower() != "https":
+        found = [Problem(f"{path}.CACerts", "applies to an https uri only (it is trusted for TLS)")]
+    problems += found
+    return None if found else str(value["CACerts"])
+
+
+def ca_certs_problems(value: object, path: str) -> list[Problem]:
+    """Problems with ``value`` as a PEM bundle: one or more ``CERTIFICATE`` blocks and nothing
+    else, each an X.509 certificate, at most MAX_CA_CERTS_BYTES and MAX_CA_CERTS of them."""
+    if not isinstance(value, str) or not value.strip():
+        return [Problem(path, "must be a PEM bundle of CA certificates")]
+    if len(value.encode()) > MAX_CA_CERTS_BYTES:
+        return [Problem(path, f"is larger than {MAX_CA_CERTS_BYTES} bytes")]
+    blocks = [m.group(1) for m in _PEM_CERTIFICATE.finditer(value)]
+    if not blocks or _PEM_CERTIFICATE.sub("", value).strip():
+        return [
+            Problem(
+                path,
+                "must hold PEM certificates (-----BEGIN CERTIFICATE----- ... -----END "
+                "CERTIFICATE-----) and nothing else",
+            )
+        ]
+    if len(blocks) > MAX_CA_CERTS:
+        return [Problem(path, f"holds {len(blocks)} certificates; at most {MAX_CA_CERTS}")]
+    return [
+        Problem(path, f"certificate {i} of {len(blocks)} is not a valid X.509 certificate")
+        for i, block in enumerate(blocks, 1)
+        if not _is_certificate(block)
+    ]
+
+
+def _is_certificate(block: str) -> bool:
+    try:
+        der = base64.b64decode("".join(block.split()), validate=True)
+        # Parsed by OpenSSL, as it will be when trusted; a context of its own loads nothing else.
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cadata=der)
+    except (binascii.Error, ValueError, ssl.SSLError):
+        return False
+    return True
+
+
+def destination_json(uri: str, audience: str | None, ca_certs: str | None = None) -> dict[str, str]:
+    out = {"uri": uri}
+    if audience is not None:
+        out["audience"] = audience
+    if ca_certs is not None:
+        out["CACerts"] = ca_certs
+    return out
 
 
 def uri_problems(value: object, path: str) -> list[Problem]:
