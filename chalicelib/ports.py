@@ -342,7 +342,7 @@ class TargetCall:
     group_id: str | None = None  # SQS and SNS FIFO: MessageGroupId
     dedup_id: str | None = None  # SQS and SNS FIFO: MessageDeduplicationId
     attributes: Mapping[str, str] = field(default_factory=dict)  # SNS message attributes
-    name: str | None = None  # Step Functions: the execution name
+    name: str | None = None  # Step Functions: the execution name; S3: the object's key
     partition_key: str | None = None  # Kinesis
     source: str | None = None  # EventBridge: Source
     detail_type: str | None = None  # EventBridge: DetailType
@@ -391,4 +391,35 @@ class Signer(Protocol):
 
     def public_key(self) -> bytes:
         """The DER SubjectPublicKeyInfo of the key (KMS ``GetPublicKey``)."""
+        ...
+
+
+# ---- schedules of the sources (services/schedules.py, docs/sources.md) ---------------------------
+
+
+@dataclass(frozen=True)
+class DeployedSchedule:
+    """One EventBridge Scheduler schedule of the stage, invoking the ``pings`` function."""
+
+    name: str
+    expression: str  # "cron(...)" or "rate(...)"
+    timezone: str  # IANA; "UTC" by default
+    input: str  # the target's Input (core/schedules.py Schedule.input)
+
+
+class Schedules(Protocol):
+    """Scheduler's schedules in the stage's group. Raises UnavailableError when it fails."""
+
+    def put(self, schedule: DeployedSchedule) -> None:
+        """Create the schedule, or replace the one of that name."""
+        ...
+
+    def get(self, name: str) -> DeployedSchedule | None: ...
+
+    def names(self, prefix: str) -> builtins.list[str]:
+        """The names of the schedules that start with ``prefix``."""
+        ...
+
+    def delete(self, name: str) -> None:
+        """Remove it; one that does not exist is already removed."""
         ...

@@ -30,6 +30,7 @@ DELIVERY_ACTIONS = {
     "events": ["events:PutEvents"],
     "kinesis": ["kinesis:PutRecord"],
     "firehose": ["firehose:PutRecord"],
+    "s3": ["s3:PutObject"],  # on the bucket's objects: PATTERN/*
 }
 CHECK_ACTIONS = {
     "lambda": ["lambda:GetFunction"],
@@ -39,6 +40,7 @@ CHECK_ACTIONS = {
     "events": ["events:DescribeEventBus"],
     "kinesis": ["kinesis:DescribeStreamSummary"],
     "firehose": ["firehose:DescribeDeliveryStream"],
+    "s3": ["s3:ListBucket"],  # what HeadBucket needs
 }
 # Which functions get which statements.
 ROLES = {"delivery": "deliver", "dead_letter": "deliver", "api_handler": "check"}
@@ -75,7 +77,8 @@ def statements(patterns: list[str], role: str) -> list[dict[str, Any]]:
     out = []
     for service, found in sorted(by_service.items()):
         actions = (DELIVERY_ACTIONS if role == "deliver" else CHECK_ACTIONS)[service]
-        resources = [_resource(p) for p in found]
+        objects = service == "s3" and role == "deliver"  # PutObject names the object
+        resources = [_resource(p + "/*" if objects else p) for p in found]
         out.append(
             {
                 "Sid": f"{SID_PREFIX}{service.capitalize()}",

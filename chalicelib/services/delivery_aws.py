@@ -1,19 +1,23 @@
 """The AWS transport of the send pass (docs/targets.md): the call an event makes to a Lambda
-function, queue, topic, state machine, event bus, stream or delivery stream, and what its answer
-means, in the words of an HTTP attempt (status, detail, reply), so that retries, backoff, dead
-letters and the archive treat every target alike."""
+function, queue, topic, state machine, event bus, stream, delivery stream or bucket, and what its
+answer means, in the words of an HTTP attempt (status, detail, reply), so that retries, backoff,
+dead letters and the archive treat every target alike. An IntegrationSink's log sink (``log:``)
+is written here too: a line of this function's log."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 
+from chalicelib import logs
 from chalicelib.core.cloudevents import codec
 from chalicelib.core.cloudevents.event import CloudEvent
+from chalicelib.core.delivery import log_sink
 from chalicelib.core.delivery.aws_targets import (
     TargetArn,
     classify_error,
     execution_name,
+    object_key,
     parse_arn,
 )
 from chalicelib.core.delivery.outcomes import Attempt, Outcome
@@ -26,6 +30,7 @@ MAX_KINESIS_KEY = 256  # Kinesis: a partition key is 1 to 256 Unicode characters
 MAX_GROUP_ID = 128  # SQS and SNS FIFO: MessageGroupId and MessageDeduplicationId
 _STRUCTURED = {"content-type": "application/cloudevents+json"}
 _TTL_ATTRIBUTE = "knativebrokerttl"  # the broker's hop count stays inside the broker
+sink_log = logs.get("integrationsink")  # what log sinks write (docs/targets.md)
 
 
 def call_for(target: TargetArn, event: CloudEvent, trigger: str) -> TargetCall:
@@ -55,6 +60,10 @@ def call_for(target: TargetArn, event: CloudEvent, trigger: str) -> TargetCall:
         key = event.get("partitionkey")
         partition = str(key) if key not in (None, "") else event.id
         return TargetCall(target.arn, body, partition_key=partition[:MAX_KINESIS_KEY])
+    if service == "s3":
+        arrival = event.get("knativearrivaltime")
+        key = object_key(event.source, event.id, str(arrival) if arrival else None)
+        return TargetCall(target.arn, body, name=key)
     return TargetCall(target.arn, body)  # lambda, firehose
 
 
@@ -62,12 +71,24 @@ def send(
     targets: AwsTargets | None, uri: str, event: CloudEvent, trigger: str, timeout: float
 ) -> TargetResult:
     """Deliver ``event`` to the target ``uri`` names; the service's answer."""
+    sink = log_sink.parse_uri(uri)
+    if sink is not None:
+        return write_log(sink, event, trigger)
     target = parse_arn(uri)
     if target is None:  # refused at PUT: only a stored resource from before could carry one
         return TargetResult("ValidationException", f"{uri} is not a target ARN", 400)
     if targets is None:
         return TargetResult("NotConfigured", "this function delivers to no AWS target", None)
     return targets.send(call_for(target, event, trigger), timeout)
+
+
+def write_log(sink: log_sink.LogSpec, event: CloudEvent, trigger: str) -> TargetResult:
+    """A log sink's delivery: one line at its level (none at OFF); it always succeeds."""
+    outgoing = event.replace_attributes(remove=(_TTL_ATTRIBUTE,))
+    line = log_sink.line(sink, outgoing, trigger)
+    if line is not None:
+        sink_log.log(line.level, "%s", line.message, extra=line.keys)
+    return TargetResult()
 
 
 def error_data(result: TargetResult) -> bytes:

@@ -27,6 +27,7 @@ _MISSING = {
     "events": ("ResourceNotFoundException", 400),
     "kinesis": ("ResourceNotFoundException", 400),
     "firehose": ("ResourceNotFoundException", 400),
+    "s3": ("NoSuchBucket", 404),
 }
 
 
@@ -35,6 +36,7 @@ class MemoryTargets:
         self.sent: dict[str, list[TargetCall]] = {}  # by ARN, what each target took
         self.functions: dict[str, Handler] = {}  # Lambda function name -> handler
         self.executions: dict[tuple[str, str], str] = {}  # (state machine, name) -> input
+        self.objects: dict[tuple[str, str], str] = {}  # (bucket ARN, key) -> body
         self.denied: set[str] = set()  # ARNs that refuse the caller
         self.failures: dict[str, list[TargetResult]] = {}  # the next answers of an ARN
         self.lost: set[str] = set()  # ARNs whose next call takes effect but times out
@@ -59,7 +61,10 @@ class MemoryTargets:
             self.failures.setdefault(arn, []).extend(results)
 
     def bodies(self, arn: str) -> list[dict[str, Any]]:
+        """What the target holds: each call's body; a bucket's objects (one a key)."""
         with self._lock:
+            if arn.startswith("arn:aws:s3:"):
+                return [json.loads(b) for (a, _), b in self.objects.items() if a == arn]
             return [json.loads(call.body) for call in self.sent.get(arn, [])]
 
     # ---- the port -------------------------------------------------------------------------------
@@ -95,6 +100,9 @@ class MemoryTargets:
             return TargetResult("InvalidParameterValue", "MessageGroupId is required", 400)
         with self._lock:
             self.sent.setdefault(call.arn, []).append(call)
+            if target.service == "s3":
+                assert call.name is not None, "PutObject needs a key"
+                self.objects[(call.arn, call.name)] = call.body
         return TargetResult()
 
     def check(self, arn: str) -> TargetResult:

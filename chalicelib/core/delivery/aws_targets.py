@@ -26,11 +26,14 @@ _RESOURCES: dict[str, tuple[re.Pattern[str], str]] = {
     "events": (re.compile(r"event-bus/[A-Za-z0-9._/-]{1,256}"), "event-bus/NAME"),
     "kinesis": (re.compile(r"stream/[A-Za-z0-9_.-]{1,128}"), "stream/NAME"),
     "firehose": (re.compile(r"deliverystream/[A-Za-z0-9_.-]{1,64}"), "deliverystream/NAME"),
+    # A bucket's ARN names neither region nor account (bucket names are global): arn:aws:s3:::B
+    "s3": (re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"), "BUCKET (arn:aws:s3:::BUCKET)"),
 }
+_GLOBAL = frozenset({"s3"})  # services whose ARNs have an empty region and account
 SERVICES = tuple(_RESOURCES)
 _ARN = re.compile(
     r"arn:(?P<partition>aws|aws-cn|aws-us-gov):(?P<service>[a-z0-9-]+):"
-    r"(?P<region>[a-z]{2}(-[a-z]+)+-[0-9]):(?P<account>[0-9]{12}):(?P<resource>.+)"
+    r"(?P<region>[a-z]{2}(-[a-z]+)+-[0-9]|):(?P<account>[0-9]{12}|):(?P<resource>.+)"
 )
 MAX_ARN_CHARS = 512
 # The stage setting that lists the ARNs a trigger may deliver to (.chalice/config.json).
@@ -42,8 +45,8 @@ class TargetArn:
     arn: str
     partition: str
     service: str  # one of SERVICES
-    region: str
-    account: str
+    region: str  # "" for S3, whose bucket ARNs name none
+    account: str  # "" for S3
     resource: str  # what follows the account: "function:f", "queue-name", "stream/s", ...
 
     @property
@@ -51,7 +54,7 @@ class TargetArn:
         """The function, queue, topic, state machine, bus, stream or delivery stream's name."""
         if self.service == "lambda":
             return self.resource.split(":")[1]
-        if self.service in ("sqs", "sns"):
+        if self.service in ("sqs", "sns", "s3"):
             return self.resource
         return self.resource.split("/", 1)[-1] if "/" in self.resource else self.resource[13:]
 
@@ -64,6 +67,12 @@ def is_arn(uri: str) -> bool:
     return uri[:4].lower() == "arn:"
 
 
+def is_target(uri: str) -> bool:
+    """Whether the send pass hands ``uri`` to services/delivery_aws.py: an ARN, or the ``log:``
+    address of an IntegrationSink's log sink (core/delivery/log_sink.py)."""
+    return is_arn(uri) or uri[:4] == "log:"
+
+
 def parse_arn(uri: str) -> TargetArn | None:
     """The target a valid ARN names; None for anything else."""
     if len(uri) > MAX_ARN_CHARS:
@@ -74,6 +83,8 @@ def parse_arn(uri: str) -> TargetArn | None:
     service, resource = found["service"], found["resource"]
     form = _RESOURCES.get(service)
     if form is None or not form[0].fullmatch(resource):
+        return None
+    if (service in _GLOBAL) != (found["region"] == found["account"] == ""):
         return None
     return TargetArn(uri, found["partition"], service, found["region"], found["account"], resource)
 
@@ -141,6 +152,7 @@ _NOT_FOUND = frozenset(
         "NotFoundException",
         "StateMachineDoesNotExist",
         "StateMachineDeleting",
+        "NoSuchBucket",
     }
 )
 _THROTTLED = frozenset(
@@ -210,3 +222,18 @@ def execution_name(source: str, event_id: str) -> str:
     digest = hashlib.sha256(f"{len(source)}:{source}{event_id}".encode()).hexdigest()[:40]
     readable = _NAME_UNSAFE.sub("_", event_id)[: MAX_EXECUTION_NAME - len(digest) - 1]
     return f"{readable}-{digest}" if readable else digest
+
+
+# ---- S3 object keys ------------------------------------------------------------------------------
+
+_ARRIVAL = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2})")
+
+
+def object_key(source: str, event_id: str, arrival: str | None) -> str:
+    """The key of one event's object in an S3 target: ``YYYY/MM/DD/HH/<hash>.json``, the hour it
+    arrived at the broker (``knativearrivaltime``, else ``undated/``) and a hash of source and id,
+    so that every attempt writes the same object (a retry overwrites it with the same bytes)."""
+    digest = hashlib.sha256(f"{len(source)}:{source}{event_id}".encode()).hexdigest()
+    found = _ARRIVAL.match(arrival or "")
+    prefix = "/".join(found.groups()) if found else "undated"
+    return f"{prefix}/{digest}.json"
