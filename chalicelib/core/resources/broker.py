@@ -20,7 +20,6 @@ from chalicelib.core.resources.delivery_spec import (
 )
 from chalicelib.core.resources.durations import DurationError, parse_duration
 from chalicelib.core.resources.fields import json_object as _object
-from chalicelib.core.resources.fields import string_map as _string_map
 from chalicelib.core.resources.fields import unknown_fields as _unknown_fields
 from chalicelib.core.resources.kind import ResourceKind
 
@@ -90,12 +89,10 @@ def ingress_url(base_url: str, namespace: str, name: str) -> str:
 def parse_broker(namespace: str, body: object, *, path_name: str | None) -> Broker:
     """Validate and default a Broker body; raises ValidationError naming every problem."""
     problems: list[Problem] = []
-    metadata, spec = meta.envelope(namespace, body, API_VERSION, KIND, problems)
-    name = meta.resource_name(metadata, path_name, problems)
-    labels = _string_map(metadata.get("labels"), "metadata.labels", problems)
-    annotations = _broker_annotations(
-        _string_map(metadata.get("annotations"), "metadata.annotations", problems), problems
+    name, labels, annotations, spec = meta.envelope(
+        namespace, body, API_VERSION, KIND, path_name, problems
     )
+    annotations = _broker_annotations(annotations, problems)
     _unknown_fields(spec, ("config", "delivery"), "spec", problems)
     config = _kreference(spec.get("config"), "spec.config", problems)
     raw_delivery = spec.get("delivery")

@@ -20,7 +20,6 @@ from chalicelib.core.resources.conditions import (
 )
 from chalicelib.core.resources.delivery_spec import parse_destination
 from chalicelib.core.resources.fields import json_object as _object
-from chalicelib.core.resources.fields import string_map as _string_map
 from chalicelib.core.resources.fields import unknown_fields as _unknown_fields
 from chalicelib.core.resources.kind import ResourceKind
 
@@ -56,10 +55,9 @@ def _parse(
     namespace: str, body: object, path_name: str | None, *, check_expressions: bool
 ) -> EventTransform:
     problems: list[Problem] = []
-    metadata, spec = meta.envelope(namespace, body, API_VERSION, KIND, problems)
-    name = meta.resource_name(metadata, path_name, problems)
-    labels = _string_map(metadata.get("labels"), "metadata.labels", problems)
-    annotations = _string_map(metadata.get("annotations"), "metadata.annotations", problems)
+    name, labels, annotations, spec = meta.envelope(
+        namespace, body, API_VERSION, KIND, path_name, problems
+    )
     _unknown_fields(spec, ("jsonata", "sink", "reply"), "spec", problems)
     if spec.get("jsonata") is None:
         problems.append(

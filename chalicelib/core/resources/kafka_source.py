@@ -38,7 +38,6 @@ from chalicelib.core.names import (
 )
 from chalicelib.core.resources import meta
 from chalicelib.core.resources.fields import json_object as _object
-from chalicelib.core.resources.fields import string_map as _strings_map
 from chalicelib.core.resources.fields import unknown_fields as _unknown
 
 # The mapping's shape and plan, and the net settings, are named from here too
@@ -130,10 +129,9 @@ def parse_kafka_source(namespace: str, body: object, *, path_name: str | None) -
         where = namespace_problems(namespace, "metadata.namespace")
         raise ValidationError([*where, Problem("body", "a KafkaSource must be a JSON object")])
     problems: list[Problem] = []
-    metadata, spec = meta.envelope(namespace, body, API_VERSION, KIND, problems)
-    name = meta.resource_name(metadata, path_name, problems)
-    labels = _strings_map(metadata.get("labels"), "metadata.labels", problems)
-    annotations = _strings_map(metadata.get("annotations"), "metadata.annotations", problems)
+    name, labels, annotations, spec = meta.envelope(
+        namespace, body, API_VERSION, KIND, path_name, problems
+    )
     _unknown(
         spec,
         (

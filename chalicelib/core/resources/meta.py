@@ -8,12 +8,12 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from chalicelib.core.clock import rfc3339
 from chalicelib.core.errors import Problem
 from chalicelib.core.names import name_problems, namespace_problems, quote
-from chalicelib.core.resources.fields import json_object, unknown_fields
+from chalicelib.core.resources.fields import json_object, string_map, unknown_fields
 
 
 class ResourceMeta(Protocol):
@@ -46,16 +46,29 @@ def format_timestamp(moment: datetime) -> str:
 # --- parsing -------------------------------------------------------------------------------------
 
 
+class Envelope(NamedTuple):
+    name: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    spec: Mapping[str, Any]
+
+
 def envelope(
-    namespace: str, body: object, api_version: str, kind: str, problems: list[Problem]
-) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
-    """``(metadata, spec)`` of a request body, with the problems of its envelope: the namespace,
-    the top-level fields, ``apiVersion``, ``kind`` and a body namespace that differs from the
-    path's."""
+    namespace: str,
+    body: object,
+    api_version: str,
+    kind: str,
+    path_name: str | None,
+    problems: list[Problem],
+) -> Envelope:
+    """The name, labels, annotations and spec of a request body, with the problems of its
+    envelope: the namespace, the top-level fields, ``apiVersion``, ``kind``, the name (the one in
+    the path, which a body name must match, or the body's on a POST) and a body namespace that
+    differs from the path's."""
     problems += namespace_problems(namespace, "metadata.namespace")
     if not isinstance(body, Mapping):
         problems.append(Problem("body", f"a {kind} must be a JSON object"))
-        return {}, {}
+        return Envelope(_name({}, path_name, problems), {}, {}, {})
     unknown_fields(body, ("apiVersion", "kind", "metadata", "spec", "status"), "", problems)
     if body.get("apiVersion", api_version) != api_version:
         problems.append(Problem("apiVersion", f'must be "{api_version}"'))
@@ -71,11 +84,14 @@ def envelope(
                 f"({quote(namespace)})",
             )
         )
-    return meta, json_object(body.get("spec"), "spec", problems)
+    spec = json_object(body.get("spec"), "spec", problems)
+    name = _name(meta, path_name, problems)
+    labels = string_map(meta.get("labels"), "metadata.labels", problems)
+    annotations = string_map(meta.get("annotations"), "metadata.annotations", problems)
+    return Envelope(name, labels, annotations, spec)
 
 
-def resource_name(meta: Mapping[str, Any], path_name: str | None, problems: list[Problem]) -> str:
-    """The name in the path (which a body name must match), or the body's on a POST."""
+def _name(meta: Mapping[str, Any], path_name: str | None, problems: list[Problem]) -> str:
     body_name = meta.get("name")
     if path_name is None:
         problems += name_problems(body_name, "metadata.name")

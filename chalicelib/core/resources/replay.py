@@ -27,7 +27,7 @@ from chalicelib.core.filtering.filters import validate_filters
 from chalicelib.core.names import name_problems, quote
 from chalicelib.core.resources import meta
 from chalicelib.core.resources.conditions import FALSE, READY, ConditionSet, previous_conditions
-from chalicelib.core.resources.fields import string_map, unknown_fields
+from chalicelib.core.resources.fields import unknown_fields
 from chalicelib.core.resources.kind import ResourceKind
 
 API_VERSION = "eventing.knative.dev/v1"
@@ -117,19 +117,10 @@ def parse_replay(namespace: str, body: object, path_name: str) -> Replay:
     ValidationError naming every problem."""
     problems: list[Problem] = []
     broker, _, short = path_name.partition("/")
-    metadata, spec = meta.envelope(namespace, body, API_VERSION, KIND, problems)
     problems += name_problems(broker, "path.broker", what="broker name")
-    problems += name_problems(short, "metadata.name")
-    body_name = metadata.get("name")
-    if body_name is not None and body_name != short:
-        problems.append(
-            Problem(
-                "metadata.name",
-                f"{quote(body_name)} does not match the name in the path ({quote(short)})",
-            )
-        )
-    labels = string_map(metadata.get("labels"), "metadata.labels", problems)
-    annotations = string_map(metadata.get("annotations"), "metadata.annotations", problems)
+    _, labels, annotations, spec = meta.envelope(
+        namespace, body, API_VERSION, KIND, short, problems
+    )
     unknown_fields(spec, ("from", "to", "triggers", "filters", "packing"), "spec", problems)
     start = _time(spec.get("from"), "spec.from", problems)
     end = _time(spec.get("to"), "spec.to", problems)

@@ -20,14 +20,17 @@ from chalicelib.core.resources.broker import (
     parse_max_rate,
 )
 from chalicelib.core.resources.delivery_spec import (
+    CONNECTION_ANNOTATION,
+    DEAD_LETTER_CONNECTION_ANNOTATION,
     DeliverySpec,
+    connection_problems,
     destination_json,
     parse_audience,
+    parse_ca_certs,
     parse_delivery,
     parse_destination,
 )
 from chalicelib.core.resources.fields import json_object as _object
-from chalicelib.core.resources.fields import string_map as _string_map
 from chalicelib.core.resources.fields import unknown_fields as _unknown_fields
 from chalicelib.core.resources.kind import ResourceKind
 
@@ -67,6 +70,8 @@ class Trigger:
     subscriber_ref: str | None = None
     # spec.subscriber.audience: deliveries carry a token for it (design.md §2.5).
     subscriber_audience: str | None = None
+    # spec.subscriber.CACerts: a PEM bundle its TLS trusts too (design.md §2.5).
+    subscriber_ca_certs: str | None = None
 
     @property
     def ordered(self) -> bool:
@@ -100,10 +105,9 @@ def _parse_trigger(
     namespace: str, body: object, path_name: str | None, *, check_filters: bool
 ) -> Trigger:
     problems: list[Problem] = []
-    metadata, spec = meta.envelope(namespace, body, API_VERSION, KIND, problems)
-    name = meta.resource_name(metadata, path_name, problems)
-    labels = _string_map(metadata.get("labels"), "metadata.labels", problems)
-    annotations = _string_map(metadata.get("annotations"), "metadata.annotations", problems)
+    name, labels, annotations, spec = meta.envelope(
+        namespace, body, API_VERSION, KIND, path_name, problems
+    )
     max_concurrency_problems(annotations, problems)
     max_rate_problems(annotations, problems)
     meta.choice(
@@ -123,9 +127,19 @@ def _parse_trigger(
     attributes, filters = _trigger_filters(spec, problems, check_filters=check_filters)
     subscriber, transform = _parse_subscriber(spec.get("subscriber"), namespace, problems)
     audience = parse_audience(spec.get("subscriber"), "spec.subscriber", problems)
+    ca_certs = parse_ca_certs(spec.get("subscriber"), "spec.subscriber", problems)
     raw_delivery = spec.get("delivery")
     delivery = (
         None if raw_delivery is None else parse_delivery(raw_delivery, "spec.delivery", problems)
+    )
+    problems += connection_problems(
+        annotations,
+        {
+            CONNECTION_ANNOTATION: audience,
+            DEAD_LETTER_CONNECTION_ANNOTATION: (
+                delivery.dead_letter_sink_audience if delivery is not None else None
+            ),
+        },
     )
     if problems:
         raise ValidationError(problems)
@@ -145,6 +159,7 @@ def _parse_trigger(
         delivery=delivery,
         subscriber_ref=transform,
         subscriber_audience=audience,
+        subscriber_ca_certs=ca_certs,
     )
 
 
@@ -189,7 +204,9 @@ def subscriber_json(trigger: Trigger) -> dict[str, Any]:
             "name": trigger.subscriber_ref,
         }
         return {"ref": ref}
-    return destination_json(trigger.subscriber_uri, trigger.subscriber_audience)
+    return destination_json(
+        trigger.subscriber_uri, trigger.subscriber_audience, trigger.subscriber_ca_certs
+    )
 
 
 def _trigger_filters(
