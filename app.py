@@ -20,7 +20,7 @@ from chalicelib.container import get_container
 from chalicelib.function_url import BrokerChalice
 from chalicelib.http_errors import error_response, json_response, with_problem_body
 from chalicelib.services import archiver
-from chalicelib.services.http_input import parse_json_body, parse_limit
+from chalicelib.services.http_input import parse_dry_run, parse_json_body, parse_limit
 from chalicelib.services.resources import ResourceService
 
 _SETTINGS = Settings.from_env()
@@ -104,6 +104,11 @@ def _request() -> tuple[dict[str, str], bytes]:
 
 def _json_body() -> Any:
     return parse_json_body(_request()[1])
+
+
+def _dry_run() -> bool:
+    """Kubernetes' ``?dryRun=All`` on a PUT: validated and admitted, nothing stored."""
+    return parse_dry_run(_current().query_params or {})
 
 
 View = Callable[..., Response]
@@ -225,7 +230,7 @@ def _resource_routes(prefix: str, service: Callable[[], ResourceService[Any]]) -
             return json_response(service().get(namespace, name))
         if method == "DELETE":
             return json_response(service().delete(namespace, name))
-        doc, created = service().put(namespace, name, _json_body())
+        doc, created = service().put(namespace, name, _json_body(), _dry_run())
         return json_response(doc, 201 if created else 200)
 
     collection.__name__ = collection.__qualname__ = plural
@@ -254,7 +259,7 @@ def _broker_scoped_routes(plural: str, service: Callable[[], Any]) -> None:
             return json_response(service().get(namespace, broker, name))
         if method == "DELETE":
             return json_response(service().delete(namespace, broker, name))
-        doc, created = service().put(namespace, broker, name, _json_body())
+        doc, created = service().put(namespace, broker, name, _json_body(), _dry_run())
         return json_response(doc, 201 if created else 200)
 
     collection.__name__ = collection.__qualname__ = f"broker_{plural}"

@@ -3,10 +3,12 @@ of ``core/limits.py`` (size, nesting depth, number ranges)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from chalicelib.core import limits
 from chalicelib.core.errors import Problem, ValidationError
+from chalicelib.core.names import quote
 
 
 def parse_json_body(body: bytes) -> Any:
@@ -17,3 +19,13 @@ def parse_json_body(body: bytes) -> Any:
 
 def parse_limit(text: str) -> int:
     return limits.read_int(text, "limit")
+
+
+def parse_dry_run(query: Mapping[str, str]) -> bool:
+    """Kubernetes' ``dryRun`` query parameter: absent, or ``All`` (the one value it defines)."""
+    value = query.get("dryRun")
+    if value is None:
+        return False
+    if value != "All":
+        raise ValidationError([Problem("dryRun", f'must be "All", got {quote(value)}')])
+    return True

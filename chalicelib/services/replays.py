@@ -114,8 +114,10 @@ class ReplayService:
         _check_names(broker, name)
         return self.service.get(namespace, rp.store_name(broker, name))
 
-    def put(self, namespace: str, broker: str, name: str, body: Any) -> tuple[dict[str, Any], bool]:
-        return self.service.put(namespace, rp.store_name(broker, name), body)
+    def put(
+        self, namespace: str, broker: str, name: str, body: Any, dry_run: bool = False
+    ) -> tuple[dict[str, Any], bool]:
+        return self.service.put(namespace, rp.store_name(broker, name), body, dry_run)
 
     def delete(self, namespace: str, broker: str, name: str) -> dict[str, Any]:
         """Cancels: the runner stops at its next checkpoint."""

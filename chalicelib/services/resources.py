@@ -163,11 +163,21 @@ class ResourceService(Generic[R]):
             )
         return self._save(parsed, None)
 
-    def put(self, namespace: str, name: str, body: Any) -> tuple[dict[str, Any], bool]:
-        """Create or replace; True when created."""
+    def put(
+        self, namespace: str, name: str, body: Any, dry_run: bool = False
+    ) -> tuple[dict[str, Any], bool]:
+        """Create or replace; True when created. ``dry_run`` (Kubernetes' ``dryRun=All``): the
+        same validation and admission, answering the resource as it would be stored, and nothing
+        stored or provisioned (``brokerctl apply --dry-run``, ``diff``)."""
         parsed = self.kind.parse(namespace, body, name)
         existing = self.resources.get(namespace, name)
         _check_precondition(body, existing)
+        if dry_run:
+            resource, _ = self._admit(parsed, existing)
+            doc = self.kind.to_json(resource, (existing.status if existing else None) or {})
+            if existing is not None:
+                doc["metadata"]["resourceVersion"] = str(existing.version)
+            return doc, existing is None
         return self._save(parsed, existing), existing is None
 
     def delete(self, namespace: str, name: str) -> dict[str, Any]:
@@ -182,11 +192,15 @@ class ResourceService(Generic[R]):
             "details": {"name": name, "kind": self.kind.plural, **details},
         }
 
-    def _save(self, parsed: R, existing: Stored[R] | None) -> dict[str, Any]:
+    def _admit(self, parsed: R, existing: Stored[R] | None) -> tuple[R, datetime]:
         now = self._clock()
         old = existing.resource if existing else None
         resource = self.kind.admit(parsed, old, self._uid(), now)
         self._hooks.check(resource)
+        return resource, now
+
+    def _save(self, parsed: R, existing: Stored[R] | None) -> dict[str, Any]:
+        resource, now = self._admit(parsed, existing)
         if existing is None:
             state: Mapping[str, Any] = self._hooks.initial_state(now)
             stored = self.resources.put(resource, state, None, None)
