@@ -212,6 +212,7 @@ def openapi_document() -> Response:
 
 KS = "/apis/sources.knative.dev/v1/namespaces/{namespace}"
 ET = "/apis/eventing.knative.dev/v1alpha1/namespaces/{namespace}"
+SB = "/apis/serverless-broker.dev/v1alpha1/namespaces/{namespace}"  # our own kinds
 
 
 def _resource_routes(prefix: str, service: Callable[[], ResourceService[Any]]) -> None:
@@ -243,6 +244,7 @@ _resource_routes(f"{CP}/brokers", lambda: get_container().brokers)
 _resource_routes(f"{CP}/triggers", lambda: get_container().triggers)
 _resource_routes(f"{KS}/kafkasources", lambda: get_container().kafka_sources)
 _resource_routes(f"{ET}/eventtransforms", lambda: get_container().event_transforms)
+_resource_routes(f"{SB}/connections", lambda: get_container().connections)
 
 
 def _broker_scoped_routes(plural: str, service: Callable[[], Any]) -> None:

@@ -126,6 +126,9 @@ class Settings:
     # §2.5), named from the stage as the template names it (no setting of its own): the stack
     # makes the key, local mode's bootstrap makes it on its endpoint.
     signing_key: str = f"alias/{APP_NAME}-local-signing"
+    # The Secrets Manager name prefix of the secrets Connections may name (docs/targets.md); the
+    # delivery, dead_letter and API roles may read those only (infra/connection_policy.py).
+    connection_secret_prefix: str = f"{APP_NAME}/local/connections/"
 
     @classmethod
     def from_env(
@@ -208,6 +211,8 @@ class Settings:
                 if s.strip()
             ),
             signing_key=f"alias/{base}-signing",
+            connection_secret_prefix=env.get("BROKER_CONNECTION_SECRET_PREFIX")
+            or f"{APP_NAME}/{stage}/connections/",
             problems=problems,
             on_lambda=bool(env.get("AWS_LAMBDA_FUNCTION_NAME")),
             function_url_ingress_only=_bool(env.get("BROKER_FUNCTION_URL_INGRESS_ONLY"), False),

@@ -13,6 +13,7 @@ from chalicelib.adapters.aws_clients import AwsClients
 from chalicelib.config import Settings
 from chalicelib.core.cloudevents.sqs_message import SQS_MAX_BATCH_BYTES
 from chalicelib.core.resources.broker import BROKERS, Broker
+from chalicelib.core.resources.connection import CONNECTIONS, Connection
 from chalicelib.core.resources.event_transform import EVENT_TRANSFORMS, EventTransform
 from chalicelib.core.resources.kafka_source import KAFKA_SOURCES, KafkaSource
 from chalicelib.core.resources.replay import REPLAYS, Replay
@@ -29,9 +30,12 @@ from chalicelib.ports import (
     Queues,
     RateLimiter,
     ResourceStore,
+    Secrets,
     SeenEvents,
 )
 from chalicelib.services.claims import Claims
+from chalicelib.services.connection_auth import ConnectionAuth
+from chalicelib.services.connections import ConnectionChecks, ConnectionHooks
 from chalicelib.services.control_plane import BrokerHooks, ControlPlane, TriggerHooks
 from chalicelib.services.dead_letters import DeadLetters
 from chalicelib.services.delivery import Delivery, DeliveryParts
@@ -197,6 +201,7 @@ class Container:
             in_flight=self.settings.delivery_in_flight,
             targets=self.aws_targets,
             tokens=self.token_issuer,
+            connections=self.connection_auth,
         )
 
     @cached_property
@@ -220,6 +225,41 @@ class Container:
     @cached_property
     def discovery(self) -> Discovery:
         return Discovery(self.signing_key, self.settings.public_url)
+
+    # ---- Connections of authenticated delivery (docs/targets.md) -------------------------------
+
+    @cached_property
+    def secrets(self) -> Secrets:
+        from chalicelib.adapters.secretsmanager_secrets import SecretsManagerSecrets
+
+        return SecretsManagerSecrets(self.clients)
+
+    @cached_property
+    def connection_auth(self) -> ConnectionAuth:
+        from chalicelib.adapters.sigv4_signer import BotocoreSigner
+
+        connections = Resources(self.store, CONNECTIONS)
+
+        def read(namespace: str, name: str) -> Connection | None:
+            found = connections.get(namespace, name)
+            return found.resource if found is not None else None
+
+        return ConnectionAuth(
+            read,
+            self.secrets,
+            self.sender,
+            BotocoreSigner(),
+            lookup_ttl=self.settings.cache_ttl_seconds,
+        )
+
+    @cached_property
+    def connection_checks(self) -> ConnectionChecks:
+        return ConnectionChecks(Resources(self.store, CONNECTIONS), self.connection_auth)
+
+    @cached_property
+    def connections(self) -> ResourceService[Connection]:
+        hooks = ConnectionHooks(self.connection_checks, self.settings)
+        return ResourceService(self.connection_checks.connections, hooks)
 
     @cached_property
     def delivery(self) -> Delivery:
@@ -262,6 +302,7 @@ class Container:
             self.settings,
             transforms=Resources(self.store, EVENT_TRANSFORMS),
             target_checks=TargetChecks(self.aws_targets),
+            connections=self.connection_checks,
         )
         return ResourceService(self.control_plane.triggers, hooks)
 

@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from chalicelib.core.names import MAX_NAME_LENGTH, RESERVED_NAMESPACES
-from chalicelib.core.resources.delivery_spec import MAX_AUDIENCE_CHARS
+from chalicelib.core.resources.delivery_spec import MAX_AUDIENCE_CHARS, MAX_CA_CERTS_BYTES
 from chalicelib.problems import PROBLEM_TYPE
 
 JSON = "application/json"
@@ -24,6 +24,7 @@ _LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 CP = "/apis/eventing.knative.dev/v1/namespaces/{namespace}"
 KS = "/apis/sources.knative.dev/v1/namespaces/{namespace}/kafkasources"
 ET = "/apis/eventing.knative.dev/v1alpha1/namespaces/{namespace}/eventtransforms"
+CONN = "/apis/serverless-broker.dev/v1alpha1/namespaces/{namespace}/connections"
 REG = "/registry"
 ENDPOINT = f"{REG}/endpoints/{{endpointid}}"
 MESSAGE = f"{ENDPOINT}/messages/{{messageid}}"
@@ -75,6 +76,15 @@ _DESTINATION = _obj(
         "description": "requests carry Authorization: Bearer <JWT> with this aud, signed by "
         "the broker (keys at /.well-known/jwks.json); http(s) uri only",
     },
+    CACerts={
+        "type": "string",
+        "maxLength": MAX_CA_CERTS_BYTES,
+        "description": "PEM CA certificates its TLS trusts besides the system's; https uri only",
+    },
+)
+_SECRET_REF = _described(
+    "a Secrets Manager secret under the stage's connection secret prefix",
+    _obj(["arn"], arn=_STRING),
 )
 
 SCHEMAS: dict[str, Any] = {
@@ -151,6 +161,29 @@ SCHEMAS: dict[str, Any] = {
             reply=_obj(
                 jsonata=_obj(["expression"], expression={"type": "string", "minLength": 1}),
                 discard={"type": "boolean"},
+            ),
+        ),
+    ),
+    "Connection": _resource(
+        "serverless-broker.dev/v1alpha1",
+        "Connection",
+        ["metadata", "spec"],
+        _obj(
+            ["auth"],
+            auth=_described(
+                "exactly one of apiKey, basic, oauthClientCredentials, awsSigV4",
+                _obj(
+                    apiKey=_obj(["header", "secretRef"], header=_STRING, secretRef=_SECRET_REF),
+                    basic=_obj(["secretRef"], secretRef=_SECRET_REF),
+                    oauthClientCredentials=_obj(
+                        ["tokenUrl", "clientId", "clientSecretRef"],
+                        tokenUrl=_URI,
+                        clientId=_STRING,
+                        clientSecretRef=_SECRET_REF,
+                        scope=_STRING,
+                    ),
+                    awsSigV4=_obj(["service", "region"], service=_STRING, region=_STRING),
+                ),
             ),
         ),
     ),
@@ -407,6 +440,7 @@ def _paths(*, local: bool) -> dict[str, dict[str, Any]]:
         },
         **_crud("KafkaSource", "Kafka sources", KS, "KafkaSource"),
         **_crud("EventTransform", "event transforms", ET, "EventTransform"),
+        **_crud("Connection", "connections", CONN, "Connection"),
         f"{KS}/{{name}}/failures": {
             "get": _op(
                 "listKafkaFailures", "records that could not be ingested", obj, query=("limit",)

@@ -17,10 +17,15 @@ from chalicelib.core.delivery.aws_targets import allowed, is_arn, not_allowed_pr
 from chalicelib.core.errors import BrokerError, Problem, ValidationError
 from chalicelib.core.resources import conditions
 from chalicelib.core.resources.broker import Broker, ingress_url
-from chalicelib.core.resources.delivery_spec import kafka_target
+from chalicelib.core.resources.delivery_spec import (
+    CONNECTION_ANNOTATION,
+    DEAD_LETTER_CONNECTION_ANNOTATION,
+    kafka_target,
+)
 from chalicelib.core.resources.event_transform import EventTransform, address_path
 from chalicelib.core.resources.trigger import Trigger
 from chalicelib.ports import Queues
+from chalicelib.services.connections import ConnectionChecks
 from chalicelib.services.provisioner import Provisioner
 from chalicelib.services.resources import Hooks, Resources, Stored
 from chalicelib.services.routing import ConfigCache
@@ -215,8 +220,10 @@ class TriggerHooks(Hooks[Trigger]):
         clock: Callable[[], datetime] = utcnow,
         transforms: Resources[EventTransform] | None = None,
         target_checks: TargetChecks | None = None,
+        connections: ConnectionChecks | None = None,
     ) -> None:
         self._cp = control_plane
+        self._connections = connections  # what its connection annotations name (docs/targets.md)
         self._target_checks = target_checks  # an ARN subscriber's readiness (docs/targets.md)
         self._transforms = transforms  # what a subscriber.ref names (docs/transforms.md)
         self._queues = queues
@@ -273,7 +280,18 @@ class TriggerHooks(Hooks[Trigger]):
                 self._target_checks.problem(trigger.subscriber_uri)
                 if self._target_checks is not None and trigger.subscriber_ref is None
                 else None
+            )
+            or self._connection_problem(trigger, CONNECTION_ANNOTATION),
+            dead_letter_problem=self._connection_problem(
+                trigger, DEAD_LETTER_CONNECTION_ANNOTATION
             ),
+        )
+
+    def _connection_problem(self, trigger: Trigger, annotation: str) -> tuple[str, str] | None:
+        if self._connections is None:
+            return None
+        return self._connections.trigger_problem(
+            trigger.namespace, trigger.annotations.get(annotation)
         )
 
     def saved(self, stored: Stored[Trigger], existed: bool) -> Stored[Trigger]:

@@ -20,6 +20,7 @@ from chalicelib.core.cloudevents.sqs_message import QueuedEvent, call_chunks, en
 from chalicelib.core.delivery import ordering
 from chalicelib.core.delivery.outcomes import Attempt
 from chalicelib.core.errors import UnavailableError
+from chalicelib.core.resources.delivery_spec import Access
 from chalicelib.ports import (
     Archive,
     AwsTargets,
@@ -34,6 +35,7 @@ from chalicelib.ports import (
 )
 from chalicelib.services import tracing
 from chalicelib.services.claims import Claims
+from chalicelib.services.connection_auth import ConnectionAuth
 from chalicelib.services.metrics import Metrics
 from chalicelib.services.oidc import TokenIssuer
 from chalicelib.services.routing import ConfigCache, Route
@@ -94,6 +96,8 @@ class DeliveryParts:
     targets: AwsTargets | None = None
     # Tokens for destinations with an audience (design.md §2.5); None: such a delivery fails.
     tokens: TokenIssuer | None = None
+    # Credentials of destinations with a Connection (docs/targets.md); None: such a delivery fails.
+    connections: ConnectionAuth | None = None
 
 
 class Destination(NamedTuple):
@@ -103,7 +107,7 @@ class Destination(NamedTuple):
     target: str
     kafka: tuple[str, str] | None  # (bootstrap servers, topic) of a kafka:// target
     timeout: float  # seconds per attempt
-    audience: str | None = None  # requests carry a token for it (design.md §2.5)
+    access: Access = Access()  # its authentication and trusted CAs (design.md §2.5)
 
 
 class Job:
@@ -167,8 +171,9 @@ class Role(Protocol):
         """The URI to deliver to; raises NoDeadLetterSinkError when there is none."""
         ...
 
-    def audience(self, route: Route) -> str | None:
-        """The audience of the target's token (design.md §2.5); None: no token."""
+    def access(self, route: Route) -> Access:
+        """How requests to the target authenticate (an audience's token, a Connection) and the
+        CAs its TLS trusts (design.md §2.5)."""
         ...
 
     def reply(self, job: Job, reply: CloudEvent) -> None:

@@ -218,8 +218,7 @@ class Reader:
         target = self._role.target(route)
         timeout = route.delivery.timeout.seconds if route.delivery.timeout else None
         timeout = min(timeout or DEFAULT_ATTEMPT_TIMEOUT, self._parts.max_attempt_timeout)
-        audience = self._role.audience(route)
-        return Destination(route, target, kafka_target(target), timeout, audience)
+        return Destination(route, target, kafka_target(target), timeout, self._role.access(route))
 
     def _wait_longer(
         self,

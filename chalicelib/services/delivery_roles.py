@@ -10,6 +10,7 @@ from chalicelib import logs
 from chalicelib.core.cloudevents.event import CloudEvent
 from chalicelib.core.delivery.policy import dead_letter_extensions
 from chalicelib.core.errors import UnavailableError, ValidationError
+from chalicelib.core.resources.delivery_spec import Access
 from chalicelib.core.resources.event_transform import address_path
 from chalicelib.core.transforms import apply as apply_transform
 from chalicelib.services.delivery_jobs import (
@@ -45,8 +46,8 @@ class Subscribers:
     def target(self, route: Route) -> str:
         return route.subscriber_uri
 
-    def audience(self, route: Route) -> str | None:
-        return route.subscriber_audience
+    def access(self, route: Route) -> Access:
+        return Access(route.subscriber_audience, route.connection, route.subscriber_ca_certs)
 
     def reply(self, job: Job, reply: CloudEvent) -> None:
         queued, original = job.queued, job.event
@@ -128,8 +129,13 @@ class DeadLetterSinks:
             raise NoDeadLetterSinkError("no dead-letter sink is set; the event stays in the DLQ")
         return sink
 
-    def audience(self, route: Route) -> str | None:
-        return route.delivery.dead_letter_sink_audience
+    def access(self, route: Route) -> Access:
+        delivery = route.delivery
+        return Access(
+            delivery.dead_letter_sink_audience,
+            route.dead_letter_connection,
+            delivery.dead_letter_sink_ca_certs,
+        )
 
     def reply(self, job: Job, reply: CloudEvent) -> None:
         raise AssertionError("a dead-letter sink's answer is never read as a reply")

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from chalicelib.core.cloudevents import codec
 from chalicelib.core.cloudevents.event import CloudEvent
 from chalicelib.core.cloudevents.kafka_binding import encode_binary_record, encode_structured_record
-from chalicelib.core.delivery.aws_targets import is_arn
+from chalicelib.core.delivery.aws_targets import is_target
 from chalicelib.ports import HttpResponse, PublishResult
 from chalicelib.services import delivery_aws, tracing
 from chalicelib.services.delivery_jobs import DeliveryParts, Destination, Job
@@ -48,7 +48,7 @@ class Sender:
 
     def encode(self, job: Job, event: CloudEvent) -> None:
         """Build ``job``'s HTTP request for ``event`` (a Kafka record is built when published)."""
-        if job.destination.kafka is not None or is_arn(job.destination.target):
+        if job.destination.kafka is not None or is_target(job.destination.target):
             return  # a record, or an AWS call, is built when sent
         if job.destination.route.delivery.format == "json":
             headers, body = codec.encode_structured(
@@ -85,16 +85,13 @@ class Sender:
             if to.kafka is not None:
                 outgoing = job.outgoing or job.event
                 job.sent = self._publish(to.route, outgoing, *to.kafka, to.timeout)
-            elif is_arn(to.target):  # an AWS target (docs/targets.md)
+            elif is_target(to.target):  # an AWS target or a log sink (docs/targets.md)
                 outgoing = job.outgoing or job.event
                 job.sent = delivery_aws.send(
                     self._parts.targets, to.target, outgoing, to.route.name, to.timeout
                 )
             else:
-                headers = job.headers
-                if to.audience is not None:  # a token, never kept on the job (design.md §2.5)
-                    headers = {**headers, "Authorization": self._authorization(to)}
-                job.sent = self._parts.sender.post(to.target, headers, job.body, to.timeout)
+                job.sent = self._post(to, job.headers, job.body)
         except Exception as exc:
             # Whatever the sender raised (a header it refuses to write, a bug in a client
             # library) is this attempt's outcome, as a transport error with its reason: it is
@@ -103,13 +100,38 @@ class Sender:
             reason = f"{type(exc).__name__}: {exc}"
             job.sent = HttpResponse(None, {}, f"send error: {reason}".encode(), reason)
 
-    def _authorization(self, to: Destination) -> str:
-        """``Bearer <JWT>`` for ``to``'s audience, naming its trigger; raises when none can be
-        signed (the attempt is a transport error: retried)."""
-        if self._parts.tokens is None or to.audience is None:
+    def _post(self, to: Destination, headers: dict[str, str], body: bytes) -> HttpResponse:
+        """POST to an HTTP destination, authenticated as its access says (design.md §2.5):
+        credentials are added here, per attempt, never kept on the job. Raises when none can be
+        had (the attempt is a transport error: retried)."""
+        access = to.access
+        sender = self._parts.sender
+        if access.ca_certs is not None:
+            sender = sender.trusting(access.ca_certs)
+        if access.audience is not None:
+            headers = {**headers, "Authorization": self._authorization(to.route, access.audience)}
+        if access.connection is None:
+            return sender.post(to.target, headers, body, to.timeout)
+        auth = self._parts.connections
+        if auth is None:
+            raise RuntimeError("no connection credentials: this function cannot use connections")
+        connection = auth.connection(to.route.namespace, access.connection)
+        sent = sender.post(
+            to.target, auth.authorize(connection, to.target, headers, body), body, to.timeout
+        )
+        if sent.status == 401 and auth.refreshes(connection):
+            # The token may have been revoked before it expired: one fresh token, one more try.
+            auth.forget(connection)
+            sent = sender.post(
+                to.target, auth.authorize(connection, to.target, headers, body), body, to.timeout
+            )
+        return sent
+
+    def _authorization(self, route: Route, audience: str) -> str:
+        """``Bearer <JWT>`` for ``audience``, naming the route's trigger."""
+        if self._parts.tokens is None:
             raise RuntimeError("no token issuer: this function cannot sign tokens")
-        route = to.route
-        return self._parts.tokens.authorization(to.audience, subject(route.namespace, route.name))
+        return self._parts.tokens.authorization(audience, subject(route.namespace, route.name))
 
     def _publish(
         self, route: Route, event: CloudEvent, servers: str, topic: str, timeout: float

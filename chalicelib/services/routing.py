@@ -18,7 +18,11 @@ from chalicelib.core.errors import UnavailableError
 from chalicelib.core.filtering.filter_index import TriggerIndex
 from chalicelib.core.filtering.filters import Filter, build_filter
 from chalicelib.core.resources.broker import BROKERS, Broker
-from chalicelib.core.resources.delivery_spec import DeliverySpec
+from chalicelib.core.resources.delivery_spec import (
+    CONNECTION_ANNOTATION,
+    DEAD_LETTER_CONNECTION_ANNOTATION,
+    DeliverySpec,
+)
 from chalicelib.core.resources.event_transform import EVENT_TRANSFORMS, EventTransform
 from chalicelib.core.resources.trigger import TRIGGERS, Trigger, effective_delivery, max_rate
 from chalicelib.core.tokens import STORE_KIND as TOKEN
@@ -51,6 +55,11 @@ class Route:
     transform: EventTransform | None = None
     transform_ref: str | None = None  # the name the trigger refers to, resolved or not
     subscriber_audience: str | None = None  # its requests carry a token (design.md §2.5)
+    subscriber_ca_certs: str | None = None  # CAs its TLS trusts too (design.md §2.5)
+    # The Connections the subscriber's and the dead-letter sink's requests authenticate with
+    # (docs/targets.md): the trigger's annotations.
+    connection: str | None = None
+    dead_letter_connection: str | None = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +141,9 @@ def load_broker_config(
                 transform=transform,
                 transform_ref=trigger.subscriber_ref,
                 subscriber_audience=trigger.subscriber_audience,
+                subscriber_ca_certs=trigger.subscriber_ca_certs,
+                connection=trigger.annotations.get(CONNECTION_ANNOTATION),
+                dead_letter_connection=trigger.annotations.get(DEAD_LETTER_CONNECTION_ANNOTATION),
             )
         )
     hashes: tuple[str, ...] = ()

@@ -377,7 +377,7 @@ TRIGGER_REJECTIONS = [
         "spec.subscriber.ref",
         "only a ref to an EventTransform",
     ),
-    ("spec.subscriber.CACerts", "pem", "spec.subscriber.CACerts", "not supported"),
+    ("spec.subscriber.CACerts", "pem", "spec.subscriber.CACerts", "PEM certificates"),
     ("spec.subscriber.uri", "mailto:a@b.c", "spec.subscriber.uri", "http or https"),
     ("spec.subscriber.uri", "sub.example", "spec.subscriber.uri", "http or https"),
     ("spec.subscriber.uri", "https://u@s.example/", "spec.subscriber.uri", "user information"),

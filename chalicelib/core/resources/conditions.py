@@ -178,11 +178,13 @@ def trigger_status(
     previous: Mapping[str, Any] | None = None,
     transform_url: str | None = None,
     subscriber_problem: tuple[str, str] | None = None,
+    dead_letter_problem: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
     """The trigger's status from what the control plane knows.
 
     ``subscriber_problem``: (reason, message) when its AWS target does not exist or refuses the
-    broker (SubscriberNotFound, SubscriberNotAuthorized; docs/targets.md).
+    broker (SubscriberNotFound, SubscriberNotAuthorized; docs/targets.md), or its Connection is
+    not Ready (ConnectionNotReady); ``dead_letter_problem`` the same for its dead-letter sink.
 
     ``transform_url``: for a trigger whose ``subscriber.ref`` names an EventTransform, the
     transform's address, or None while it does not exist (SubscriberResolved is then False).
@@ -217,7 +219,7 @@ def trigger_status(
         manager.mark_true(SUBSCRIBER_RESOLVED)
         status["subscriberUri"] = transform_url
     sink = effective_delivery(trigger, broker).dead_letter_sink_uri
-    _mark_dead_letter_sink(manager, sink, status)
+    _mark_dead_letter_sink(manager, sink, status, dead_letter_problem)
     until = _propagation_end(provisioned_at, propagation_ttl_s, now)
     if broker is None:
         manager.mark_unknown(
@@ -251,7 +253,10 @@ def trigger_status(
 
 
 def _mark_dead_letter_sink(
-    manager: ConditionManager, sink: str | None, status: dict[str, Any]
+    manager: ConditionManager,
+    sink: str | None,
+    status: dict[str, Any],
+    problem: tuple[str, str] | None = None,
 ) -> None:
     if sink is None:
         # Knative's wording: not configured is fine, so the condition is True with a reason.
@@ -261,7 +266,10 @@ def _mark_dead_letter_sink(
             "No dead letter sink is configured.",
         )
     else:
-        manager.mark_true(DEAD_LETTER_SINK_RESOLVED)
+        if problem is None:
+            manager.mark_true(DEAD_LETTER_SINK_RESOLVED)
+        else:
+            manager.mark_false(DEAD_LETTER_SINK_RESOLVED, *problem)
         status["deadLetterSinkUri"] = sink
 
 

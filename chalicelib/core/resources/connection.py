@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from chalicelib.core.errors import Problem, ValidationError
-from chalicelib.core.names import name_problems, quote
+from chalicelib.core.names import quote
 from chalicelib.core.resources import meta
 from chalicelib.core.resources.conditions import READY, ConditionSet, previous_conditions
 from chalicelib.core.resources.delivery_spec import uri_problems
@@ -26,8 +26,6 @@ from chalicelib.core.resources.kind import ResourceKind
 API_VERSION = "serverless-broker.dev/v1alpha1"
 KIND = "Connection"
 PLURAL = "connections"
-CONNECTION_ANNOTATION = "serverless-broker/connection"
-DEAD_LETTER_CONNECTION_ANNOTATION = "serverless-broker/dead-letter-connection"
 AUTH_READY = "AuthReady"
 CONNECTION_CONDITIONS = ConditionSet((AUTH_READY,))
 AUTH_TYPES = ("apiKey", "basic", "oauthClientCredentials", "awsSigV4")
@@ -274,29 +272,6 @@ def token_url_problems(connection: Connection, *, allow_http: bool) -> list[Prob
             "must be https: the client secret travels to it (http is accepted in local mode)",
         )
     ]
-
-
-# --- a trigger's annotations ---------------------------------------------------------------------
-
-
-def annotation_problems(
-    annotations: Mapping[str, str], audiences: Mapping[str, str | None]
-) -> list[Problem]:
-    """The connection annotations of a trigger: Connection names, and not together with an
-    ``audience`` on the same destination (both would set its Authorization).
-    ``audiences``: the annotation → the audience of the destination it applies to."""
-    problems: list[Problem] = []
-    for annotation, audience in audiences.items():
-        value = annotations.get(annotation)
-        if value is None:
-            continue
-        path = f"metadata.annotations[{annotation}]"
-        problems += name_problems(value, path, what="Connection name")
-        if audience is not None:
-            problems.append(
-                Problem(path, "set either a connection or an audience for a destination, not both")
-            )
-    return problems
 
 
 # --- admission, JSON, status ---------------------------------------------------------------------

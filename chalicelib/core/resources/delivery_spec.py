@@ -10,12 +10,12 @@ import re
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 from chalicelib.core.delivery.aws_targets import arn_problems, is_arn
 from chalicelib.core.errors import Problem
-from chalicelib.core.names import quote
+from chalicelib.core.names import name_problems, quote
 from chalicelib.core.resources.durations import Duration, DurationError
 from chalicelib.core.resources.fields import json_object as _object
 from chalicelib.core.resources.fields import unknown_fields as _unknown_fields
@@ -30,6 +30,9 @@ CRASH_RECEIVE_MARGIN = 3
 MAX_RETRY = SQS_MAX_RECEIVE_COUNT - 1 - CRASH_RECEIVE_MARGIN
 # A Destination's audience: the ``aud`` of the token its requests carry (design.md §2.5).
 MAX_AUDIENCE_CHARS = 1024
+# A trigger's Connections (docs/targets.md): its subscriber's, its dead-letter sink's.
+CONNECTION_ANNOTATION = "serverless-broker/connection"
+DEAD_LETTER_CONNECTION_ANNOTATION = "serverless-broker/dead-letter-connection"
 # A Destination's CACerts: a PEM bundle of CA certificates its TLS also trusts. Stored with the
 # trigger (a DynamoDB item holds 400 KB), so bounded.
 MAX_CA_CERTS_BYTES = 64 * 1024
@@ -37,6 +40,14 @@ MAX_CA_CERTS = 32
 _PEM_CERTIFICATE = re.compile(
     r"-----BEGIN CERTIFICATE-----\r?\n([A-Za-z0-9+/=\r\n]+?)-----END CERTIFICATE-----\r?\n?"
 )
+
+
+class Access(NamedTuple):
+    """How requests to a destination authenticate, and what its TLS trusts (design.md §2.5)."""
+
+    audience: str | None = None  # each request carries a token for this audience
+    connection: str | None = None  # the Connection its requests authenticate with
+    ca_certs: str | None = None  # a PEM bundle of CAs trusted besides the system's
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +270,26 @@ def _is_certificate(block: str) -> bool:
     except (binascii.Error, ValueError, ssl.SSLError):
         return False
     return True
+
+
+def connection_problems(
+    annotations: Mapping[str, str], audiences: Mapping[str, str | None]
+) -> list[Problem]:
+    """A trigger's connection annotations: Connection names, and not with an ``audience`` on
+    the same destination (both would set its Authorization). ``audiences``: each annotation →
+    the audience of the destination it applies to."""
+    problems: list[Problem] = []
+    for annotation, audience in audiences.items():
+        value = annotations.get(annotation)
+        if value is None:
+            continue
+        path = f"metadata.annotations[{annotation}]"
+        problems += name_problems(value, path, what="Connection name")
+        if audience is not None:
+            problems.append(
+                Problem(path, "set either a connection or an audience for a destination, not both")
+            )
+    return problems
 
 
 def destination_json(uri: str, audience: str | None, ca_certs: str | None = None) -> dict[str, str]:
