@@ -191,6 +191,13 @@ ALLOWLIST: dict[str, Allowed] = {
         "SASL credentials for self-managed Kafka under the stage's prefix; Secrets Manager "
         "appends a random suffix to every secret ARN",
     ),
+    f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:serverless-broker/{STAGE}/connections/*": (
+        _allow(
+            "secretsmanager:GetSecretValue",
+            "Connections' API keys, passwords and client secrets under the stage's prefix "
+            "(infra/connection_policy.py); Secrets Manager appends a random suffix to each ARN",
+        )
+    ),
 }
 
 
