@@ -243,6 +243,7 @@ def _resource_routes(prefix: str, service: Callable[[], ResourceService[Any]]) -
 _resource_routes(f"{CP}/brokers", lambda: get_container().brokers)
 _resource_routes(f"{CP}/triggers", lambda: get_container().triggers)
 _resource_routes(f"{KS}/kafkasources", lambda: get_container().kafka_sources)
+_resource_routes(f"{KS}/pingsources", lambda: get_container().ping_sources)
 _resource_routes(f"{ET}/eventtransforms", lambda: get_container().event_transforms)
 _resource_routes(f"{SB}/connections", lambda: get_container().connections)
 
@@ -425,6 +426,13 @@ def kafka_ingress(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return get_container().kafka_ingress.handle(event, context)
 
 
+# The sources' schedules (docs/sources.md): EventBridge Scheduler invokes it with a schedule's
+# input (its event template, sink and scheduled time); locally brokerctl/local_schedules.py does.
+@app.lambda_function(name="pings")
+def pings(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return get_container().pings.handle(event, context)
+
+
 # Replays (docs/replay.md): every minute, runs the unfinished replays for up to its budget (its
 # timeout less a margin), checkpointing each batch; a replay longer than one run is continued by
 # the next, from its checkpoint. Runs that overlap take different replays (a lease each).
@@ -440,3 +448,4 @@ def replayer(event: Any) -> None:
 def reconciler(event: Any) -> None:
     get_container().control_plane.reconcile_all()
     get_container().kafka_source_hooks.reconcile_all()
+    get_container().ping_source_hooks.reconcile_all()

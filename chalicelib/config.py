@@ -126,6 +126,13 @@ class Settings:
     # §2.5), named from the stage as the template names it (no setting of its own): the stack
     # makes the key, local mode's bootstrap makes it on its endpoint.
     signing_key: str = f"alias/{APP_NAME}-local-signing"
+    # The function EventBridge Scheduler invokes for the sources' schedules (app.py ``pings``),
+    # and the role it assumes to (docs/sources.md): the stack's outputs when deployed; local mode
+    # names them on its endpoint. Schedules are named with ``queue_prefix``.
+    pings_function_arn: str = (
+        f"arn:aws:lambda:us-east-1:123456789012:function:{APP_NAME}-local-pings"
+    )
+    scheduler_role_arn: str = f"arn:aws:iam::123456789012:role/{APP_NAME}-local-scheduler"
     # The Secrets Manager name prefix of the secrets Connections may name (docs/targets.md); the
     # delivery, dead_letter and API roles may read those only (infra/connection_policy.py).
     connection_secret_prefix: str = f"{APP_NAME}/local/connections/"
@@ -211,6 +218,14 @@ class Settings:
                 if s.strip()
             ),
             signing_key=f"alias/{base}-signing",
+            pings_function_arn=get(
+                "BROKER_PINGS_FUNCTION_ARN",
+                f"arn:aws:lambda:{get('AWS_REGION', 'us-east-1')}:123456789012:function:"
+                f"{base}-pings",
+            ),
+            scheduler_role_arn=get(
+                "BROKER_SCHEDULER_ROLE_ARN", f"arn:aws:iam::123456789012:role/{base}-scheduler"
+            ),
             connection_secret_prefix=env.get("BROKER_CONNECTION_SECRET_PREFIX")
             or f"{APP_NAME}/{stage}/connections/",
             problems=problems,

@@ -16,6 +16,7 @@ from chalicelib.core.resources.broker import BROKERS, Broker
 from chalicelib.core.resources.connection import CONNECTIONS, Connection
 from chalicelib.core.resources.event_transform import EVENT_TRANSFORMS, EventTransform
 from chalicelib.core.resources.kafka_source import KAFKA_SOURCES, KafkaSource
+from chalicelib.core.resources.ping_source import PING_SOURCES, PingSource
 from chalicelib.core.resources.replay import REPLAYS, Replay
 from chalicelib.core.resources.trigger import TRIGGERS, Trigger
 from chalicelib.ports import (
@@ -47,12 +48,14 @@ from chalicelib.services.kafka_ingress import KafkaIngress, SourceIndex
 from chalicelib.services.kafka_sources import KafkaSourceHooks
 from chalicelib.services.metrics import Metrics
 from chalicelib.services.oidc import Discovery, SigningKey, TokenIssuer
+from chalicelib.services.ping_sources import PingSourceHooks
 from chalicelib.services.provisioner import Provisioner
 from chalicelib.services.registry import Registry
 from chalicelib.services.replay_runner import ReplayRunner, RunnerOptions
 from chalicelib.services.replays import ReplayHooks, ReplayService
 from chalicelib.services.resources import Resources, ResourceService
 from chalicelib.services.routing import ROUTING_KINDS, ConfigCache, load_broker_config
+from chalicelib.services.schedules import Pings, Scheduling
 from chalicelib.services.shared_sends import SharedSends
 from chalicelib.services.target_checks import TargetChecks
 from chalicelib.services.tokens import Tokens
@@ -316,6 +319,30 @@ class Container:
     @cached_property
     def kafka_sources(self) -> ResourceService[KafkaSource]:
         return ResourceService(self.kafka_source_hooks.sources, self.kafka_source_hooks)
+
+    # ---- sources on a schedule (docs/sources.md) -------------------------------------------------
+
+    @cached_property
+    def scheduling(self) -> Scheduling:
+        from chalicelib.adapters.scheduler_schedules import SchedulerSchedules
+
+        s = self.settings
+        schedules = SchedulerSchedules(self.clients, s.pings_function_arn, s.scheduler_role_arn)
+        return Scheduling(schedules, s.queue_prefix)
+
+    @cached_property
+    def pings(self) -> Pings:
+        return Pings(self.cache, self.ingress, self.sender, self.metrics)
+
+    @cached_property
+    def ping_source_hooks(self) -> PingSourceHooks:
+        sources = Resources(self.store, PING_SOURCES)
+        cp = self.control_plane
+        return PingSourceHooks(sources, cp.brokers, self.scheduling, self.settings)
+
+    @cached_property
+    def ping_sources(self) -> ResourceService[PingSource]:
+        return ResourceService(self.ping_source_hooks.sources, self.ping_source_hooks)
 
     # ---- replays (docs/replay.md) ----------------------------------------------------------------
 

@@ -187,6 +187,37 @@ SCHEMAS: dict[str, Any] = {
             ),
         ),
     ),
+    "PingSource": _resource(
+        "sources.knative.dev/v1",
+        "PingSource",
+        ["metadata", "spec"],
+        _obj(
+            ["sink"],
+            schedule=_described(
+                '5-field cron (default "* * * * *"), optionally "CRON_TZ=<zone> " first; what '
+                "EventBridge Scheduler cannot run (both day fields, seconds) is a 400",
+                {"type": "string", "maxLength": 256},
+            ),
+            timezone=_described("an IANA time zone", {"type": "string", "maxLength": 50}),
+            contentType=_STRING,
+            data=_described("the payload (or dataBase64)", {"type": "string", "maxLength": 65536}),
+            dataBase64={"type": "string", "maxLength": 65536},
+            ceOverrides=_obj(extensions=_STRING_MAP),
+            sink=_described(
+                "ref to a Broker of the namespace, or uri",
+                _obj(
+                    ref=_obj(
+                        ["kind", "name"],
+                        apiVersion=_STRING,
+                        kind={"const": "Broker"},
+                        name=_ref("Name"),
+                        namespace=_STRING,
+                    ),
+                    uri=_URI,
+                ),
+            ),
+        ),
+    ),
     "KafkaSource": _resource(
         "sources.knative.dev/v1",
         "KafkaSource",
@@ -439,6 +470,12 @@ def _paths(*, local: bool) -> dict[str, dict[str, Any]]:
             "delete": _op("cancelReplay", "cancel (delete) a replay", {"200": _json("Status")}),
         },
         **_crud("KafkaSource", "Kafka sources", KS, "KafkaSource"),
+        **_crud(
+            "PingSource",
+            "ping sources",
+            "/apis/sources.knative.dev/v1/namespaces/{namespace}/pingsources",
+            "PingSource",
+        ),
         **_crud("EventTransform", "event transforms", ET, "EventTransform"),
         **_crud("Connection", "connections", CONN, "Connection"),
         f"{KS}/{{name}}/failures": {

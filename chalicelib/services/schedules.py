@@ -147,7 +147,7 @@ class Pings:
             firing = read_firing(event)
         except ValueError as exc:
             log.error("pings: an input no schedule of ours makes: %s", exc)
-            self._metrics.count(FAILURE_METRIC, {"namespace": "", "reason": "input"})
+            self._metrics.count(FAILURE_METRIC, {"namespace": "unknown", "reason": "input"})
             self._metrics.flush()
             return {"sent": False, "reason": str(exc)}
         cloud_event = firing.event(self._ids())
