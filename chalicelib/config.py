@@ -133,8 +133,9 @@ class Settings:
         f"arn:aws:lambda:us-east-1:123456789012:function:{APP_NAME}-local-pings"
     )
     scheduler_role_arn: str = f"arn:aws:iam::123456789012:role/{APP_NAME}-local-scheduler"
-    # The Secrets Manager name prefix of the secrets Connections may name (docs/targets.md); the
-    # delivery, dead_letter and API roles may read those only (infra/connection_policy.py).
+    # The Secrets Manager name prefix of the secrets Connections may name (docs/targets.md), named
+    # from the stage as infra/connection_policy.py names it (no setting of its own): the delivery,
+    # dead_letter and API roles may read those only.
     connection_secret_prefix: str = f"{APP_NAME}/local/connections/"
 
     @classmethod
@@ -226,8 +227,7 @@ class Settings:
             scheduler_role_arn=get(
                 "BROKER_SCHEDULER_ROLE_ARN", f"arn:aws:iam::123456789012:role/{base}-scheduler"
             ),
-            connection_secret_prefix=env.get("BROKER_CONNECTION_SECRET_PREFIX")
-            or f"{APP_NAME}/{stage}/connections/",
+            connection_secret_prefix=f"{APP_NAME}/{stage}/connections/",
             problems=problems,
             on_lambda=bool(env.get("AWS_LAMBDA_FUNCTION_NAME")),
             function_url_ingress_only=_bool(env.get("BROKER_FUNCTION_URL_INGRESS_ONLY"), False),

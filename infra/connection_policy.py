@@ -1,8 +1,7 @@
 """The IAM statement for Connections (docs/targets.md, Connections): the delivery, dead_letter and
 API functions may read (``secretsmanager:GetSecretValue``) the secrets under the stage's connection
-secret prefix, and no other. The prefix is the stage's ``BROKER_CONNECTION_SECRET_PREFIX`` in
-.chalice/config.json, else ``<app>/<stage>/connections/`` (what chalicelib/config.py reads);
-a Connection naming a secret outside it is refused at PUT.
+secret prefix, and no other. The prefix is named from the stage, ``<app>/<stage>/connections/``,
+as chalicelib/config.py names it; a Connection naming a secret outside it is refused at PUT.
 
 ``python -m infra.connection_policy [stage]`` writes the statement into the stage's policy files;
 tests/infra/test_connection_policy.py checks that the committed files hold exactly it."""
@@ -10,25 +9,18 @@ tests/infra/test_connection_policy.py checks that the committed files hold exact
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
 from infra.chalice_project import policy_path
 
-VARIABLE = "BROKER_CONNECTION_SECRET_PREFIX"  # chalicelib/config.py
 SID = "ConnectionSecrets"
 ROLES = ("delivery", "dead_letter", "api_handler")
-_PREFIX = re.compile(r"^[A-Za-z0-9/_+=.@-]{1,256}$")
 
 
 def prefix_of(config: dict[str, Any], stage: str) -> str:
-    variables = config["stages"][stage].get("environment_variables", {})
-    prefix = str(variables.get(VARIABLE) or f"{config['app_name']}/{stage}/connections/")
-    if not _PREFIX.fullmatch(prefix):
-        raise SystemExit(f"error: {VARIABLE} of stage {stage}: a secret name prefix, no wildcard")
-    return prefix
+    return f"{config['app_name']}/{stage}/connections/"
 
 
 def statement(prefix: str) -> dict[str, Any]:

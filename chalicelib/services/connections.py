@@ -25,7 +25,7 @@ from chalicelib.services.connection_auth import ConnectionAuth
 from chalicelib.services.resources import Hooks, Resources, Stored
 
 CONNECTION_NOT_READY = "ConnectionNotReady"
-PREFIX_SETTING = "BROKER_CONNECTION_SECRET_PREFIX"
+PREFIX_SETTING = "named from the stage: serverless-broker/<stage>/connections/"
 DEFAULT_TTL_SECONDS = 30.0
 MAX_ENTRIES = 1024
 

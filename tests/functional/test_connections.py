@@ -245,7 +245,7 @@ def test_a_secret_outside_the_stage_prefix_is_refused_naming_the_setting(world: 
         world.connection("c", auth)
     (problem,) = raised.value.problems
     assert problem.field == "spec.auth.apiKey.secretRef.arn"
-    assert "BROKER_CONNECTION_SECRET_PREFIX" in problem.message and PREFIX in problem.message
+    assert "serverless-broker/<stage>/connections/" in problem.message and PREFIX in problem.message
 
 
 def test_outside_local_mode_the_token_url_must_be_https(world: World) -> None:

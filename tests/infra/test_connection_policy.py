@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from chalicelib.config import Settings
 from infra import connection_policy
 from infra.chalice_project import load_config, policy_path
@@ -32,10 +30,3 @@ def test_the_functions_read_the_prefix_the_policies_grant() -> None:
     variables = config["stages"][STAGE]["environment_variables"]
     settings = Settings.from_env({**variables, "BROKER_STAGE": STAGE})
     assert settings.connection_secret_prefix == connection_policy.prefix_of(config, STAGE)
-
-
-def test_a_wildcard_prefix_is_refused() -> None:
-    config = {"app_name": "a", "stages": {"s": {"environment_variables": {}}}}
-    config["stages"]["s"]["environment_variables"][connection_policy.VARIABLE] = "*"
-    with pytest.raises(SystemExit):
-        connection_policy.prefix_of(config, "s")
