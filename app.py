@@ -245,6 +245,10 @@ _resource_routes(f"{CP}/triggers", lambda: get_container().triggers)
 _resource_routes(f"{KS}/kafkasources", lambda: get_container().kafka_sources)
 _resource_routes(f"{KS}/pingsources", lambda: get_container().ping_sources)
 _resource_routes(f"{ET}/eventtransforms", lambda: get_container().event_transforms)
+_resource_routes(
+    "/apis/sinks.knative.dev/v1alpha1/namespaces/{namespace}/integrationsinks",
+    lambda: get_container().integration_sinks,
+)
 _resource_routes(f"{SB}/connections", lambda: get_container().connections)
 
 

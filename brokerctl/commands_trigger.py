@@ -19,12 +19,9 @@ from brokerctl.commands_common import (
     wait_options,
     wait_ready,
 )
+from chalicelib.core.resources import refs
 from chalicelib.core.resources.broker import MAX_RATE_ANNOTATION
-from chalicelib.core.resources.trigger import (
-    DELIVERY_ORDER_ANNOTATION,
-    TRANSFORM_REF_API_VERSION,
-    TRANSFORM_REF_KIND,
-)
+from chalicelib.core.resources.trigger import DELIVERY_ORDER_ANNOTATION
 
 
 def filter_change(text: str) -> tuple[str, str | None]:
@@ -118,11 +115,21 @@ def add_trigger_parser(sub: Any) -> None:
         metavar="NAME",
         help="deliver through this EventTransform (brokerctl transform; docs/transforms.md)",
     )
+    subscriber.add_argument(
+        "--integration-sink",
+        metavar="NAME",
+        help="deliver to this IntegrationSink (an AWS target or a log; docs/targets.md)",
+    )
     create.add_argument(
         "--audience",
         metavar="AUD",
         help="each request to --sink carries a broker-signed token for this audience "
         "(Authorization: Bearer; docs/targets.md)",
+    )
+    create.add_argument(
+        "--dead-letter-audience",
+        metavar="AUD",
+        help="the same for each request to --dead-letter-sink",
     )
     create.add_argument(
         "--ordered",
@@ -213,11 +220,12 @@ def _annotate_max_rate(metadata: dict[str, Any], args: argparse.Namespace) -> No
 def trigger_body(args: argparse.Namespace) -> dict[str, Any]:
     subscriber: dict[str, Any] = {"uri": args.sink}
     if getattr(args, "transform", None):
-        ref = {"apiVersion": TRANSFORM_REF_API_VERSION, "kind": TRANSFORM_REF_KIND}
-        subscriber = {"ref": {**ref, "name": args.transform}}
+        subscriber = refs.ref_json(refs.TRANSFORM, args.transform)
+    if getattr(args, "integration_sink", None):
+        subscriber = refs.ref_json(refs.SINK, args.integration_sink)
     if getattr(args, "audience", None):
         if "ref" in subscriber:
-            raise UsageError("--audience applies to --sink (a transform is not called over HTTP)")
+            raise UsageError("--audience applies to --sink (a ref is not called over HTTP)")
         subscriber["audience"] = args.audience
     spec: dict[str, Any] = {"broker": args.broker, "subscriber": subscriber}
     filters = filters_from(args)
@@ -228,6 +236,10 @@ def trigger_body(args: argparse.Namespace) -> dict[str, Any]:
     if filters:
         spec["filters"] = filters
     delivery = apply_delivery(args, None)
+    if getattr(args, "dead_letter_audience", None):
+        if "deadLetterSink" not in delivery:
+            raise UsageError("--dead-letter-audience applies to --dead-letter-sink")
+        delivery["deadLetterSink"]["audience"] = args.dead_letter_audience
     if delivery:
         spec["delivery"] = delivery
     metadata: dict[str, Any] = {"name": args.name}

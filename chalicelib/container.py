@@ -15,6 +15,7 @@ from chalicelib.core.cloudevents.sqs_message import SQS_MAX_BATCH_BYTES
 from chalicelib.core.resources.broker import BROKERS, Broker
 from chalicelib.core.resources.connection import CONNECTIONS, Connection
 from chalicelib.core.resources.event_transform import EVENT_TRANSFORMS, EventTransform
+from chalicelib.core.resources.integration_sink import INTEGRATION_SINKS, IntegrationSink
 from chalicelib.core.resources.kafka_source import KAFKA_SOURCES, KafkaSource
 from chalicelib.core.resources.ping_source import PING_SOURCES, PingSource
 from chalicelib.core.resources.replay import REPLAYS, Replay
@@ -44,6 +45,7 @@ from chalicelib.services.delivery_roles import DeadLetterSinks, Subscribers
 from chalicelib.services.event_types import EventTypeSample, MetricsEventTypes, metrics_fetcher
 from chalicelib.services.filter_test import FilterTest
 from chalicelib.services.ingress import Ingress, send_in_batches
+from chalicelib.services.integration_sinks import IntegrationSinkHooks
 from chalicelib.services.kafka_ingress import KafkaIngress, SourceIndex
 from chalicelib.services.kafka_sources import KafkaSourceHooks
 from chalicelib.services.metrics import Metrics
@@ -306,8 +308,14 @@ class Container:
             transforms=Resources(self.store, EVENT_TRANSFORMS),
             target_checks=TargetChecks(self.aws_targets),
             connections=self.connection_checks,
+            sinks=Resources(self.store, INTEGRATION_SINKS),
         )
         return ResourceService(self.control_plane.triggers, hooks)
+
+    @cached_property
+    def integration_sinks(self) -> ResourceService[IntegrationSink]:  # docs/targets.md
+        hooks = IntegrationSinkHooks(self.cache, self.settings, TargetChecks(self.aws_targets))
+        return ResourceService(Resources(self.store, INTEGRATION_SINKS), hooks)
 
     @cached_property
     def event_transforms(self) -> ResourceService[EventTransform]:  # docs/transforms.md

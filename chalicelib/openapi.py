@@ -25,6 +25,7 @@ CP = "/apis/eventing.knative.dev/v1/namespaces/{namespace}"
 KS = "/apis/sources.knative.dev/v1/namespaces/{namespace}/kafkasources"
 ET = "/apis/eventing.knative.dev/v1alpha1/namespaces/{namespace}/eventtransforms"
 CONN = "/apis/serverless-broker.dev/v1alpha1/namespaces/{namespace}/connections"
+IS = "/apis/sinks.knative.dev/v1alpha1/namespaces/{namespace}/integrationsinks"
 REG = "/registry"
 ENDPOINT = f"{REG}/endpoints/{{endpointid}}"
 MESSAGE = f"{ENDPOINT}/messages/{{messageid}}"
@@ -164,6 +165,33 @@ SCHEMAS: dict[str, Any] = {
             ),
         ),
     ),
+    "IntegrationSink": _resource(
+        "sinks.knative.dev/v1alpha1",
+        "IntegrationSink",
+        ["metadata", "spec"],
+        _described(
+            "exactly one of aws.sqs, aws.sns, aws.s3, aws.eventbridge, log",
+            _obj(
+                aws=_obj(
+                    sqs=_ref("AwsSinkTarget"),
+                    sns=_ref("AwsSinkTarget"),
+                    s3=_ref("AwsSinkTarget"),
+                    eventbridge=_ref("AwsSinkTarget"),
+                    auth=_obj(secret=_obj(ref=_obj(name=_STRING))),
+                ),
+                log=_obj(
+                    loggerName=_STRING,
+                    level={"enum": ["TRACE", "DEBUG", "INFO", "WARN", "ERROR", "OFF"]},
+                    marker=_STRING,
+                    showHeaders={"type": "boolean"},
+                    showBody={"type": "boolean"},
+                    multiline={"type": "boolean"},
+                    logMask={"type": "boolean"},
+                ),
+            ),
+        ),
+    ),
+    "AwsSinkTarget": _obj(["arn", "region"], arn=_STRING, region=_STRING),
     "Connection": _resource(
         "serverless-broker.dev/v1alpha1",
         "Connection",
@@ -478,6 +506,7 @@ def _paths(*, local: bool) -> dict[str, dict[str, Any]]:
         ),
         **_crud("EventTransform", "event transforms", ET, "EventTransform"),
         **_crud("Connection", "connections", CONN, "Connection"),
+        **_crud("IntegrationSink", "integration sinks", IS, "IntegrationSink"),
         f"{KS}/{{name}}/failures": {
             "get": _op(
                 "listKafkaFailures", "records that could not be ingested", obj, query=("limit",)

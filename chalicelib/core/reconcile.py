@@ -307,7 +307,7 @@ def _wanted(config: ProvisioningConfig, trigger: Trigger, broker: Broker) -> _Wa
             maximum_concurrency=concurrency,
         )
     ]
-    if delivery.dead_letter_sink_uri is not None:
+    if delivery.has_dead_letter_sink:
         mappings.append(
             CreateMapping(
                 dlq,

@@ -23,7 +23,8 @@ from chalicelib.core.resources.delivery_spec import (
     kafka_target,
 )
 from chalicelib.core.resources.event_transform import EventTransform, address_path
-from chalicelib.core.resources.trigger import Trigger
+from chalicelib.core.resources.integration_sink import IntegrationSink
+from chalicelib.core.resources.trigger import Trigger, effective_delivery
 from chalicelib.ports import Queues
 from chalicelib.services.connections import ConnectionChecks
 from chalicelib.services.provisioner import Provisioner
@@ -221,8 +222,10 @@ class TriggerHooks(Hooks[Trigger]):
         transforms: Resources[EventTransform] | None = None,
         target_checks: TargetChecks | None = None,
         connections: ConnectionChecks | None = None,
+        sinks: Resources[IntegrationSink] | None = None,
     ) -> None:
         self._cp = control_plane
+        self._sinks = sinks  # what a subscriber.ref or deadLetterSink.ref names (docs/targets.md)
         self._connections = connections  # what its connection annotations name (docs/targets.md)
         self._target_checks = target_checks  # an ARN subscriber's readiness (docs/targets.md)
         self._transforms = transforms  # what a subscriber.ref names (docs/transforms.md)
@@ -266,6 +269,10 @@ class TriggerHooks(Hooks[Trigger]):
                 transform_url = self._settings.public_url.rstrip("/") + address_path(
                     trigger.namespace, trigger.subscriber_ref
                 )
+        targets = self._sink_targets(trigger, broker)
+        subscriber = trigger.subscriber_uri
+        if trigger.subscriber_sink is not None:
+            subscriber = targets.get(trigger.subscriber_sink, "")
         return conditions.trigger_status(
             stored.resource,
             broker,
@@ -277,7 +284,7 @@ class TriggerHooks(Hooks[Trigger]):
             previous=stored.status,
             transform_url=transform_url,
             subscriber_problem=(
-                self._target_checks.problem(trigger.subscriber_uri)
+                self._target_checks.problem(subscriber)
                 if self._target_checks is not None and trigger.subscriber_ref is None
                 else None
             )
@@ -285,7 +292,18 @@ class TriggerHooks(Hooks[Trigger]):
             dead_letter_problem=self._connection_problem(
                 trigger, DEAD_LETTER_CONNECTION_ANNOTATION
             ),
+            sink_targets=targets,
         )
+
+    def _sink_targets(self, trigger: Trigger, broker: Broker | None) -> dict[str, str]:
+        """The targets of the IntegrationSinks the trigger names, of those that exist."""
+        named = {trigger.subscriber_sink, effective_delivery(trigger, broker).dead_letter_sink_ref}
+        out: dict[str, str] = {}
+        for name in sorted(n for n in named if n is not None):
+            found = self._sinks.get(trigger.namespace, name) if self._sinks is not None else None
+            if found is not None:
+                out[name] = found.resource.target
+        return out
 
     def _connection_problem(self, trigger: Trigger, annotation: str) -> tuple[str, str] | None:
         if self._connections is None:

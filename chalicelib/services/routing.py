@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from chalicelib.core import names
 from chalicelib.core.errors import UnavailableError
@@ -24,6 +24,7 @@ from chalicelib.core.resources.delivery_spec import (
     DeliverySpec,
 )
 from chalicelib.core.resources.event_transform import EVENT_TRANSFORMS, EventTransform
+from chalicelib.core.resources.integration_sink import INTEGRATION_SINKS
 from chalicelib.core.resources.trigger import TRIGGERS, Trigger, effective_delivery, max_rate
 from chalicelib.core.tokens import STORE_KIND as TOKEN
 from chalicelib.ports import ResourceStore
@@ -31,7 +32,13 @@ from chalicelib.services.resources import Resources
 
 # What load_broker_config reads: the kinds whose writes must reach the ConfigCache's epoch.
 ROUTING_KINDS = frozenset(
-    {BROKERS.store_kind, TRIGGERS.store_kind, TOKEN, EVENT_TRANSFORMS.store_kind}
+    {
+        BROKERS.store_kind,
+        TRIGGERS.store_kind,
+        TOKEN,
+        EVENT_TRANSFORMS.store_kind,
+        INTEGRATION_SINKS.store_kind,
+    }
 )
 MAX_ENTRIES = 10_000  # brokers per container's cache; names are ≤ 63 characters each
 
@@ -99,6 +106,23 @@ def _compiled_filter(trigger: Trigger) -> Filter:
     return compiled
 
 
+class _Sinks:
+    """The IntegrationSinks triggers name (docs/targets.md), each read once per load."""
+
+    def __init__(self, store: ResourceStore, namespace: str) -> None:
+        self._sinks = Resources(store, INTEGRATION_SINKS)
+        self._namespace = namespace
+        self._targets: dict[str, str | None] = {}
+
+    def target(self, name: str) -> str | None:
+        """The sink's target (ARN or ``log:`` URI); None while it does not exist (the trigger is
+        not Ready, and gets no events meanwhile)."""
+        if name not in self._targets:
+            found = self._sinks.get(self._namespace, name)
+            self._targets[name] = found.resource.target if found else None
+        return self._targets[name]
+
+
 def load_broker_config(
     store: ResourceStore, queue_prefix: str, namespace: str, name: str
 ) -> BrokerConfig | None:
@@ -108,6 +132,7 @@ def load_broker_config(
     broker = stored_broker.resource
     routes: list[Route] = []
     transforms: dict[str, EventTransform | None] = {}
+    sinks = _Sinks(store, namespace)
     for stored in Resources(store, TRIGGERS).list(namespace):
         trigger = stored.resource
         if trigger.broker != name:
@@ -122,6 +147,13 @@ def load_broker_config(
             # A missing transform: the trigger is not Ready, and gets no events meanwhile.
             resolved = transform is not None
             subscriber = (transform.sink_uri or "") if transform else ""
+        if trigger.subscriber_sink is not None:  # an IntegrationSink: its target
+            subscriber = sinks.target(trigger.subscriber_sink) or ""
+            resolved = bool(subscriber)
+        delivery = effective_delivery(trigger, broker)
+        if delivery.dead_letter_sink_ref is not None:
+            found_sink = sinks.target(delivery.dead_letter_sink_ref)
+            delivery = replace(delivery, dead_letter_sink_uri=found_sink)
         routes.append(
             Route(
                 namespace=namespace,
@@ -134,13 +166,15 @@ def load_broker_config(
                     queue_prefix, namespace, name, trigger.name, fifo=trigger.ordered
                 ),
                 subscriber_uri=subscriber,
-                delivery=effective_delivery(trigger, broker),
+                delivery=delivery,
                 filter=_compiled_filter(trigger),
                 ready=resolved and bool(stored.state.get("provisioned_at")),
                 max_rate=max_rate(trigger, broker),
                 transform=transform,
                 transform_ref=trigger.subscriber_ref,
-                subscriber_audience=trigger.subscriber_audience,
+                subscriber_audience=(
+                    transform.sink_audience if transform else trigger.subscriber_audience
+                ),
                 subscriber_ca_certs=trigger.subscriber_ca_certs,
                 connection=trigger.annotations.get(CONNECTION_ANNOTATION),
                 dead_letter_connection=trigger.annotations.get(DEAD_LETTER_CONNECTION_ANNOTATION),

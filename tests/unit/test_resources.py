@@ -214,7 +214,7 @@ BROKER_REJECTIONS = [
         "spec.delivery.deadLetterSink",
         {"ref": {"kind": "Service", "name": "dls"}},
         "spec.delivery.deadLetterSink.ref",
-        "only uri is",
+        "only a ref to an IntegrationSink",
     ),
     (
         "spec.delivery.deadLetterSink",

@@ -160,7 +160,12 @@ def broker_status(
             f"ready at {format_timestamp(until)}.",
         )
     status: dict[str, Any] = {"observedGeneration": broker.generation}
-    _mark_dead_letter_sink(manager, broker.delivery.dead_letter_sink_uri, status)
+    if broker.delivery.dead_letter_sink_ref is not None:  # resolved per trigger, in its status
+        ref = broker.delivery.dead_letter_sink_ref
+        said = f'Dead letters go to IntegrationSink "{ref}".'
+        manager.mark_true(DEAD_LETTER_SINK_RESOLVED, "IntegrationSink", said)
+    else:
+        _mark_dead_letter_sink(manager, broker.delivery.dead_letter_sink_uri, status)
     status["address"] = {"url": address_url}
     status["conditions"] = manager.to_json()
     return status
@@ -179,8 +184,13 @@ def trigger_status(
     transform_url: str | None = None,
     subscriber_problem: tuple[str, str] | None = None,
     dead_letter_problem: tuple[str, str] | None = None,
+    sink_targets: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The trigger's status from what the control plane knows.
+
+    ``sink_targets``: the targets of the IntegrationSinks its subscriber or dead-letter sink
+    names (docs/targets.md), by name, of those that exist (one missing: the condition is False,
+    reason IntegrationSinkNotFound).
 
     ``subscriber_problem``: (reason, message) when its AWS target does not exist or refuses the
     broker (SubscriberNotFound, SubscriberNotAuthorized; docs/targets.md), or its Connection is
@@ -202,12 +212,22 @@ def trigger_status(
         )
     else:
         manager.mark_true(BROKER_READY)
+    targets = sink_targets or {}
     if trigger.subscriber_ref is None:
-        if subscriber_problem is None:
+        uri = trigger.subscriber_uri
+        if trigger.subscriber_sink is not None:
+            uri = targets.get(trigger.subscriber_sink, "")
+        if not uri:
+            missing = _sink_missing(trigger, trigger.subscriber_sink)
+            manager.mark_false(SUBSCRIBER_RESOLVED, *missing)
+        elif subscriber_problem is None:
             manager.mark_true(SUBSCRIBER_RESOLVED)
         else:
             manager.mark_false(SUBSCRIBER_RESOLVED, *subscriber_problem)
-        status["subscriberUri"] = trigger.subscriber_uri
+        if uri:
+            status["subscriberUri"] = uri
+        if trigger.subscriber_audience is not None:
+            status["subscriberAudience"] = trigger.subscriber_audience
     elif transform_url is None:
         manager.mark_false(
             SUBSCRIBER_RESOLVED,
@@ -218,8 +238,17 @@ def trigger_status(
     else:
         manager.mark_true(SUBSCRIBER_RESOLVED)
         status["subscriberUri"] = transform_url
-    sink = effective_delivery(trigger, broker).dead_letter_sink_uri
-    _mark_dead_letter_sink(manager, sink, status, dead_letter_problem)
+    delivery = effective_delivery(trigger, broker)
+    sink = delivery.dead_letter_sink_uri
+    if delivery.dead_letter_sink_ref is not None:
+        sink = targets.get(delivery.dead_letter_sink_ref)
+    if sink is None and delivery.dead_letter_sink_ref is not None:
+        problem = _sink_missing(trigger, delivery.dead_letter_sink_ref)
+        manager.mark_false(DEAD_LETTER_SINK_RESOLVED, *problem)
+    else:
+        _mark_dead_letter_sink(manager, sink, status, dead_letter_problem)
+    if sink is not None and delivery.dead_letter_sink_audience is not None:
+        status["deadLetterSinkAudience"] = delivery.dead_letter_sink_audience
     until = _propagation_end(provisioned_at, propagation_ttl_s, now)
     if broker is None:
         manager.mark_unknown(
@@ -250,6 +279,13 @@ def trigger_status(
         manager.mark_true(DEPENDENCY_READY)
     status["conditions"] = manager.to_json()
     return status
+
+
+def _sink_missing(trigger: Trigger, name: str | None) -> tuple[str, str]:
+    return (
+        "IntegrationSinkNotFound",
+        f'IntegrationSink "{name}" does not exist in namespace "{trigger.namespace}".',
+    )
 
 
 def _mark_dead_letter_sink(

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from chalicelib.core.delivery.aws_targets import arn_problems, is_arn
 from chalicelib.core.errors import Problem
 from chalicelib.core.names import name_problems, quote
+from chalicelib.core.resources import refs
 from chalicelib.core.resources.durations import Duration, DurationError
 from chalicelib.core.resources.fields import json_object as _object
 from chalicelib.core.resources.fields import unknown_fields as _unknown_fields
@@ -63,10 +64,19 @@ class DeliverySpec:
     format: str | None = None
     dead_letter_sink_audience: str | None = None
     dead_letter_sink_ca_certs: str | None = None
+    # deadLetterSink.ref to an IntegrationSink (docs/targets.md): its target becomes
+    # dead_letter_sink_uri when the trigger's route is loaded (services/routing.py).
+    dead_letter_sink_ref: str | None = None
+
+    @property
+    def has_dead_letter_sink(self) -> bool:
+        return self.dead_letter_sink_uri is not None or self.dead_letter_sink_ref is not None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        if self.dead_letter_sink_uri is not None:
+        if self.dead_letter_sink_ref is not None:
+            out["deadLetterSink"] = refs.ref_json(refs.SINK, self.dead_letter_sink_ref)
+        elif self.dead_letter_sink_uri is not None:
             out["deadLetterSink"] = destination_json(
                 self.dead_letter_sink_uri,
                 self.dead_letter_sink_audience,
@@ -128,12 +138,17 @@ def parse_delivery(value: object, path: str, problems: list[Problem]) -> Deliver
     )
     raw_sink = raw.get("deadLetterSink")
     sink_path = f"{path}.deadLetterSink"
-    sink = parse_destination(raw_sink, sink_path, problems, audience=True)
+    sink = sink_ref = None
+    if isinstance(raw_sink, Mapping) and "ref" in raw_sink:  # an IntegrationSink's
+        found = refs.parse_ref(raw_sink, sink_path, None, (refs.SINK,), problems)
+        sink_ref = found[1] if found else None
+    else:
+        sink = parse_destination(raw_sink, sink_path, problems, audience=True)
     audience = parse_audience(raw_sink, sink_path, problems)
     ca_certs = parse_ca_certs(raw_sink, sink_path, problems)
     fmt = _choice(raw.get("format"), DELIVERY_FORMATS, f"{path}.format", problems)
     return DeliverySpec(
-        retry, policy, delay, timeout, retry_after_max, sink, fmt, audience, ca_certs
+        retry, policy, delay, timeout, retry_after_max, sink, fmt, audience, ca_certs, sink_ref
     )
 
 

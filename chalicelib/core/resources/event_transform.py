@@ -18,7 +18,11 @@ from chalicelib.core.resources.conditions import (
     ConditionSet,
     previous_conditions,
 )
-from chalicelib.core.resources.delivery_spec import parse_destination
+from chalicelib.core.resources.delivery_spec import (
+    destination_json,
+    parse_audience,
+    parse_destination,
+)
 from chalicelib.core.resources.fields import json_object as _object
 from chalicelib.core.resources.fields import unknown_fields as _unknown_fields
 from chalicelib.core.resources.kind import ResourceKind
@@ -39,6 +43,7 @@ class EventTransform:
     creation_timestamp: str
     expression: str
     sink_uri: str | None = None
+    sink_audience: str | None = None  # spec.sink.audience: a token for an http(s) sink (§2.5)
     reply_expression: str | None = None  # spec.reply.jsonata.expression: the sink's reply's
     reply_discard: bool = False  # spec.reply.discard: the sink's reply is dropped
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -64,7 +69,8 @@ def _parse(
             Problem("spec.jsonata", "is required: {expression: <a JSONata expression>}")
         )
     expression = _jsonata(spec.get("jsonata"), "spec.jsonata", problems, check_expressions)
-    sink = parse_destination(spec.get("sink"), "spec.sink", problems)
+    sink = parse_destination(spec.get("sink"), "spec.sink", problems, audience=True)
+    sink_audience = parse_audience(spec.get("sink"), "spec.sink", problems)
     reply_expression, discard = None, False
     raw_reply = spec.get("reply")
     if raw_reply is not None:
@@ -101,6 +107,7 @@ def _parse(
         creation_timestamp="",
         expression=expression,
         sink_uri=sink,
+        sink_audience=sink_audience,
         reply_expression=reply_expression,
         reply_discard=discard,
         labels=labels,
@@ -132,7 +139,7 @@ def admit_event_transform(
 def spec_json(transform: EventTransform) -> dict[str, Any]:
     spec: dict[str, Any] = {"jsonata": {"expression": transform.expression}}
     if transform.sink_uri is not None:
-        spec["sink"] = {"uri": transform.sink_uri}
+        spec["sink"] = destination_json(transform.sink_uri, transform.sink_audience)
     if transform.reply_expression is not None:
         spec["reply"] = {"jsonata": {"expression": transform.reply_expression}}
     elif transform.reply_discard:
@@ -167,6 +174,8 @@ def event_transform_status(
     else:
         manager.mark_true(SINK_RESOLVED)
         status["sinkUri"] = transform.sink_uri
+        if transform.sink_audience is not None:
+            status["sinkAudience"] = transform.sink_audience
     url = public_url.rstrip("/") + address_path(transform.namespace, transform.name)
     status["address"] = {"url": url}
     status["conditions"] = manager.to_json()

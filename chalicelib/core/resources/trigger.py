@@ -11,7 +11,7 @@ from typing import Any
 from chalicelib.core.errors import ImmutableFieldError, Problem, ValidationError
 from chalicelib.core.filtering.filters import validate_filters
 from chalicelib.core.names import name_problems
-from chalicelib.core.resources import meta
+from chalicelib.core.resources import meta, refs
 from chalicelib.core.resources.broker import (
     MAX_RATE_ANNOTATION,
     Broker,
@@ -68,6 +68,9 @@ class Trigger:
     # spec.subscriber.ref to an EventTransform of the namespace (docs/transforms.md); then
     # subscriber_uri is "".
     subscriber_ref: str | None = None
+    # spec.subscriber.ref to an IntegrationSink of the namespace (docs/targets.md); then
+    # subscriber_uri is "".
+    subscriber_sink: str | None = None
     # spec.subscriber.audience: deliveries carry a token for it (design.md §2.5).
     subscriber_audience: str | None = None
     # spec.subscriber.CACerts: a PEM bundle its TLS trusts too (design.md §2.5).
@@ -125,7 +128,7 @@ def _parse_trigger(
     else:
         problems += name_problems(broker, "spec.broker", what="broker name")
     attributes, filters = _trigger_filters(spec, problems, check_filters=check_filters)
-    subscriber, transform = _parse_subscriber(spec.get("subscriber"), namespace, problems)
+    subscriber, transform, sink = _parse_subscriber(spec.get("subscriber"), namespace, problems)
     audience = parse_audience(spec.get("subscriber"), "spec.subscriber", problems)
     ca_certs = parse_ca_certs(spec.get("subscriber"), "spec.subscriber", problems)
     raw_delivery = spec.get("delivery")
@@ -143,7 +146,7 @@ def _parse_trigger(
     )
     if problems:
         raise ValidationError(problems)
-    assert subscriber is not None or transform is not None  # else a problem above
+    assert subscriber or transform or sink  # else a problem above
     return Trigger(
         namespace=namespace,
         name=name,
@@ -158,52 +161,32 @@ def _parse_trigger(
         filters=filters,
         delivery=delivery,
         subscriber_ref=transform,
+        subscriber_sink=sink,
         subscriber_audience=audience,
         subscriber_ca_certs=ca_certs,
     )
 
 
-TRANSFORM_REF_API_VERSION = "eventing.knative.dev/v1alpha1"
-TRANSFORM_REF_KIND = "EventTransform"
-
-
 def _parse_subscriber(
     value: object, namespace: str, problems: list[Problem]
-) -> tuple[str | None, str | None]:
-    """``(uri, EventTransform name)``: a ``uri``, or a ``ref`` to an EventTransform of the
-    trigger's namespace (the one kind a ref can name here)."""
+) -> tuple[str | None, str | None, str | None]:
+    """``(uri, EventTransform name, IntegrationSink name)``: a ``uri``, or a ``ref`` to an
+    EventTransform or an IntegrationSink of the trigger's namespace."""
     path = "spec.subscriber"
     if not (isinstance(value, Mapping) and "ref" in value):
-        return parse_destination(value, path, problems, required=True, audience=True), None
-    _unknown_fields(value, ("ref",), path, problems)
-    ref = _object(value.get("ref"), f"{path}.ref", problems)
-    _unknown_fields(ref, ("apiVersion", "kind", "name", "namespace"), f"{path}.ref", problems)
-    if ref.get("apiVersion") != TRANSFORM_REF_API_VERSION or ref.get("kind") != TRANSFORM_REF_KIND:
-        problems.append(
-            Problem(
-                f"{path}.ref",
-                f'only a ref to an EventTransform (apiVersion "{TRANSFORM_REF_API_VERSION}", '
-                f'kind "{TRANSFORM_REF_KIND}") is supported; for anything else put its '
-                "absolute http(s) URL in uri",
-            )
-        )
-    if ref.get("namespace", namespace) != namespace:
-        problems.append(
-            Problem(f"{path}.ref.namespace", "must be the trigger's namespace (or left out)")
-        )
-    found = name_problems(ref.get("name"), f"{path}.ref.name", what="EventTransform name")
-    problems += found
-    return None, None if found else str(ref.get("name"))
+        return parse_destination(value, path, problems, required=True, audience=True), None, None
+    found = refs.parse_ref(value, path, namespace, (refs.TRANSFORM, refs.SINK), problems)
+    if found is None:
+        return None, None, None
+    kind, name = found
+    return (None, name, None) if kind == refs.TRANSFORM else (None, None, name)
 
 
 def subscriber_json(trigger: Trigger) -> dict[str, Any]:
     if trigger.subscriber_ref is not None:
-        ref = {
-            "apiVersion": TRANSFORM_REF_API_VERSION,
-            "kind": TRANSFORM_REF_KIND,
-            "name": trigger.subscriber_ref,
-        }
-        return {"ref": ref}
+        return refs.ref_json(refs.TRANSFORM, trigger.subscriber_ref)
+    if trigger.subscriber_sink is not None:
+        return refs.ref_json(refs.SINK, trigger.subscriber_sink)
     return destination_json(
         trigger.subscriber_uri, trigger.subscriber_audience, trigger.subscriber_ca_certs
     )
