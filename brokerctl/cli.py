@@ -11,6 +11,7 @@ import argparse
 import os
 from typing import Any
 
+from brokerctl.commands_apply import add_manifest_parsers
 from brokerctl.commands_broker import add_broker_parser
 from brokerctl.commands_common import connection_options
 from brokerctl.commands_dlq import add_dlq_parser
@@ -150,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_metrics_parser(sub)
     add_replay_parser(sub)
     add_registry_parser(sub)
+    add_manifest_parsers(sub)
     add_dev_parser(sub)
     add_event_display_parser(sub)
     add_console_parser(sub)
