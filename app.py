@@ -178,7 +178,10 @@ def metrics() -> Response:
 @_route("/{namespace}/{broker}", ALL_METHODS, public=True)
 def ingress(namespace: str, broker: str) -> Response:
     headers, body = _request()
-    return http_ingress.answer(get_container().ingress, _method(), namespace, broker, headers, body)
+    principal = http_ingress.iam_principal(_current().context)
+    return http_ingress.answer(
+        get_container().ingress, _method(), namespace, broker, headers, body, principal
+    )
 
 
 # ---- OIDC discovery: how subscribers verify the broker's delivery tokens (design.md §2.5) -------
@@ -249,6 +252,7 @@ _resource_routes(
     "/apis/sinks.knative.dev/v1alpha1/namespaces/{namespace}/integrationsinks",
     lambda: get_container().integration_sinks,
 )
+_resource_routes(f"{ET}/eventpolicies", lambda: get_container().event_policies)
 _resource_routes(f"{SB}/connections", lambda: get_container().connections)
 
 
@@ -290,6 +294,12 @@ def test_filter(namespace: str) -> Response:
 _route(f"{CP}/triggers-test", ["POST"])(test_filter)
 if _SETTINGS.local_mode:
     _route(f"{CP}/triggers:test", ["POST"])(test_filter)
+
+
+@_route(f"{ET}/eventpolicies-test", ["POST"])
+def test_event_policy(namespace: str) -> Response:
+    """Whether a broker admits an event from a sender (docs/security.md); nothing is sent."""
+    return json_response(get_container().policy_test.run(namespace, _json_body()))
 
 
 @_route(f"{CP}/triggers/{{name}}/deadletters", ["GET", "DELETE"])

@@ -13,6 +13,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from chalicelib.core.senders import ALLOW_SAME_NAMESPACE, MODES
+
 APP_NAME = "serverless-broker"
 # The carry spool's directory on Lambda (the shutdown extension's default is the same).
 SPOOL_DIR = "/tmp/broker-archive-spool"
@@ -133,6 +135,9 @@ class Settings:
         f"arn:aws:lambda:us-east-1:123456789012:function:{APP_NAME}-local-pings"
     )
     scheduler_role_arn: str = f"arn:aws:iam::123456789012:role/{APP_NAME}-local-scheduler"
+    # Who may send to a broker that authenticates its senders (ingress-auth: token) when no
+    # EventPolicy applies to it (docs/security.md): allow-same-namespace, allow-all or deny-all.
+    authorization_default_mode: str = ALLOW_SAME_NAMESPACE
     # The Secrets Manager name prefix of the secrets Connections may name (docs/targets.md), named
     # from the stage as infra/connection_policy.py names it (no setting of its own): the delivery,
     # dead_letter and API roles may read those only.
@@ -227,6 +232,9 @@ class Settings:
             scheduler_role_arn=get(
                 "BROKER_SCHEDULER_ROLE_ARN", f"arn:aws:iam::123456789012:role/{base}-scheduler"
             ),
+            authorization_default_mode=(
+                env.get("BROKER_AUTHORIZATION_DEFAULT_MODE") or ALLOW_SAME_NAMESPACE
+            ),
             connection_secret_prefix=f"{APP_NAME}/{stage}/connections/",
             problems=problems,
             on_lambda=bool(env.get("AWS_LAMBDA_FUNCTION_NAME")),
@@ -285,6 +293,11 @@ def _environment_problems(env: Mapping[str, str], stage: str) -> tuple[str, ...]
         # Disabled mappings deliver nothing unless a local runtime polls the queues itself.
         problems.append(
             "BROKER_MAPPINGS_ENABLED=false is for local mode only (nothing would deliver)"
+        )
+    mode = env.get("BROKER_AUTHORIZATION_DEFAULT_MODE")
+    if mode and mode not in MODES:
+        problems.append(
+            f"BROKER_AUTHORIZATION_DEFAULT_MODE={mode[:40]!r} is not one of {', '.join(MODES)}"
         )
     for name, kind in (
         ("BROKER_CACHE_TTL_SECONDS", float),

@@ -14,6 +14,7 @@ from chalicelib.config import Settings
 from chalicelib.core.cloudevents.sqs_message import SQS_MAX_BATCH_BYTES
 from chalicelib.core.resources.broker import BROKERS, Broker
 from chalicelib.core.resources.connection import CONNECTIONS, Connection
+from chalicelib.core.resources.event_policy import EVENT_POLICIES, EventPolicy
 from chalicelib.core.resources.event_transform import EVENT_TRANSFORMS, EventTransform
 from chalicelib.core.resources.integration_sink import INTEGRATION_SINKS, IntegrationSink
 from chalicelib.core.resources.kafka_source import KAFKA_SOURCES, KafkaSource
@@ -51,6 +52,7 @@ from chalicelib.services.kafka_sources import KafkaSourceHooks
 from chalicelib.services.metrics import Metrics
 from chalicelib.services.oidc import Discovery, SigningKey, TokenIssuer
 from chalicelib.services.ping_sources import PingSourceHooks
+from chalicelib.services.policies import EventPolicyHooks, PolicyTest, applied_refs
 from chalicelib.services.provisioner import Provisioner
 from chalicelib.services.registry import Registry
 from chalicelib.services.replay_runner import ReplayRunner, RunnerOptions
@@ -179,6 +181,7 @@ class Container:
             archive_batch_seconds=self.settings.archive_batch_seconds,
             archive_carry_seconds=self.settings.archive_carry_seconds,
             seen=self.seen_events,
+            authorization_mode=self.settings.authorization_default_mode,
         )
 
     @cached_property
@@ -295,7 +298,13 @@ class Container:
 
     @cached_property
     def brokers(self) -> ResourceService[Broker]:
-        hooks = BrokerHooks(self.control_plane, self.tokens, self.cache, self.settings)
+        hooks = BrokerHooks(
+            self.control_plane,
+            self.tokens,
+            self.cache,
+            self.settings,
+            policies=lambda broker: applied_refs(self.store, broker),
+        )
         return ResourceService(self.control_plane.brokers, hooks)
 
     @cached_property
@@ -323,6 +332,17 @@ class Container:
             Resources(self.store, EVENT_TRANSFORMS), self.cache, self.settings
         )
         return ResourceService(hooks.transforms, hooks)
+
+    # ---- who may send (docs/security.md) ---------------------------------------------------------
+
+    @cached_property
+    def event_policies(self) -> ResourceService[EventPolicy]:
+        hooks = EventPolicyHooks(Resources(self.store, EVENT_POLICIES), self.cache)
+        return ResourceService(hooks.policies, hooks)
+
+    @cached_property
+    def policy_test(self) -> PolicyTest:
+        return PolicyTest(self.store, self.settings.authorization_default_mode)
 
     @cached_property
     def kafka_sources(self) -> ResourceService[KafkaSource]:

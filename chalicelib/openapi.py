@@ -15,6 +15,7 @@ from typing import Any
 
 from chalicelib.core.names import MAX_NAME_LENGTH, RESERVED_NAMESPACES
 from chalicelib.core.resources.delivery_spec import MAX_AUDIENCE_CHARS, MAX_CA_CERTS_BYTES
+from chalicelib.core.resources.event_policy import SENDER_KINDS
 from chalicelib.problems import PROBLEM_TYPE
 
 JSON = "application/json"
@@ -24,6 +25,7 @@ _LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 CP = "/apis/eventing.knative.dev/v1/namespaces/{namespace}"
 KS = "/apis/sources.knative.dev/v1/namespaces/{namespace}/kafkasources"
 ET = "/apis/eventing.knative.dev/v1alpha1/namespaces/{namespace}/eventtransforms"
+EP = "/apis/eventing.knative.dev/v1alpha1/namespaces/{namespace}/eventpolicies"
 CONN = "/apis/serverless-broker.dev/v1alpha1/namespaces/{namespace}/connections"
 IS = "/apis/sinks.knative.dev/v1alpha1/namespaces/{namespace}/integrationsinks"
 REG = "/registry"
@@ -312,6 +314,73 @@ SCHEMAS: dict[str, Any] = {
         filter=_obj(attributes=_STRING_MAP),
         trigger=_ref("Name"),
     ),
+    "EventPolicy": _resource(
+        "eventing.knative.dev/v1alpha1",
+        "EventPolicy",
+        ["metadata"],
+        _obj(
+            to={
+                "type": "array",
+                "description": "the brokers it applies to; none: every broker of the namespace",
+                "items": _obj(
+                    ref=_obj(
+                        ["apiVersion", "kind", "name"],
+                        apiVersion=_STRING,
+                        kind={"const": "Broker"},
+                        name=_ref("Name"),
+                    ),
+                    selector=_obj(
+                        apiVersion=_STRING,
+                        kind={"const": "Broker"},
+                        matchLabels=_STRING_MAP,
+                        matchExpressions={
+                            "type": "array",
+                            "items": _obj(
+                                ["key", "operator"],
+                                key=_STRING,
+                                operator={"enum": ["In", "NotIn", "Exists", "DoesNotExist"]},
+                                values={"type": "array", "items": _STRING},
+                            ),
+                        },
+                    ),
+                ),
+            },
+            **{  # a Python keyword, so not a keyword argument
+                "from": {
+                    "type": "array",
+                    "items": _obj(
+                        sub=_described(
+                            "a sender identity (token:{ns}:{id}, an IAM ARN, "
+                            "source:{ns}:{kind}:{name}, trigger:{ns}:{name}); '*' only last",
+                            {"type": "string", "minLength": 1, "maxLength": 2048},
+                        ),
+                        ref=_obj(
+                            ["apiVersion", "kind", "name"],
+                            apiVersion=_STRING,
+                            kind={"enum": list(SENDER_KINDS)},
+                            name=_ref("Name"),
+                            namespace=_ref("Name"),
+                        ),
+                    ),
+                }
+            },
+            filters={"type": "array", "items": _ref("Filter")},
+        ),
+    ),
+    "PolicyTest": _obj(
+        ["event"],
+        broker=_ref("Name"),
+        identity={"type": ["string", "null"], "description": "null: an anonymous sender"},
+        event={"type": "object", "description": "a CloudEvent in JSON format"},
+    ),
+    "PolicyVerdict": _obj(
+        ["allowed", "decision", "reason", "policies"],
+        allowed={"type": "boolean"},
+        policy={"type": ["string", "null"]},
+        decision=_STRING,
+        reason=_STRING,
+        policies={"type": "array", "items": _STRING},
+    ),
     "FilterVerdict": _obj(
         ["matched", "reasons"],
         matched={"type": "boolean"},
@@ -362,12 +431,16 @@ def _op(
     return op
 
 
-def _crud(kind: str, plural: str, base: str, schema: str) -> dict[str, dict[str, Any]]:
+def _crud(
+    kind: str, plural: str, base: str, schema: str, kinds: str | None = None
+) -> dict[str, dict[str, Any]]:
     one = f"{base}/{{name}}"
     return {
         base: {
             "get": _op(
-                f"list{kind}s", f"list the namespace's {plural}", {"200": _json("ResourceList")}
+                f"list{kinds or kind + 's'}",
+                f"list the namespace's {plural}",
+                {"200": _json("ResourceList")},
             ),
             "post": _op(
                 f"create{kind}",
@@ -505,6 +578,15 @@ def _paths(*, local: bool) -> dict[str, dict[str, Any]]:
             "PingSource",
         ),
         **_crud("EventTransform", "event transforms", ET, "EventTransform"),
+        **_crud("EventPolicy", "event policies", EP, "EventPolicy", kinds="EventPolicies"),
+        f"{EP}-test": {
+            "post": _op(
+                "testEventPolicy",
+                "whether a broker's policies admit an event from a sender (nothing is sent)",
+                {"200": _json("PolicyVerdict")},
+                body="PolicyTest",
+            )
+        },
         **_crud("Connection", "connections", CONN, "Connection"),
         **_crud("IntegrationSink", "integration sinks", IS, "IntegrationSink"),
         f"{KS}/{{name}}/failures": {

@@ -7,6 +7,7 @@ from typing import Any
 from chalicelib.core.errors import (
     BrokerError,
     ConflictError,
+    ForbiddenError,
     ImmutableFieldError,
     MethodNotAllowedError,
     NotFoundError,
@@ -22,6 +23,7 @@ _STATUS: list[tuple[type[BrokerError], int, str]] = [
     (ImmutableFieldError, 422, "immutable-field"),
     (ValidationError, 400, "validation"),
     (UnauthorizedError, 401, "unauthorized"),
+    (ForbiddenError, 403, "forbidden"),
     (NotFoundError, 404, "not-found"),
     (MethodNotAllowedError, 405, "method-not-allowed"),
     (ConflictError, 409, "conflict"),
@@ -58,7 +60,10 @@ def problem_document(
 def problem_of(exc: BrokerError) -> dict[str, Any]:
     status, slug = _lookup(exc)
     errors = [p.to_json() for p in exc.problems] if isinstance(exc, ValidationError) else None
-    return problem_document(status, exc.title, exc.detail, slug, errors)
+    doc = problem_document(status, exc.title, exc.detail, slug, errors)
+    if isinstance(exc, ForbiddenError):
+        doc["decision"] = exc.decision
+    return doc
 
 
 INGRESS_SHAPE = "POST /{namespace}/{broker}"

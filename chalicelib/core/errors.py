@@ -5,6 +5,7 @@
     ├── ValidationError          every field that is wrong, reported at once
     │   └── ImmutableFieldError  a field that cannot change after create
     ├── UnauthorizedError
+    ├── ForbiddenError           a sender the broker's EventPolicies (or default mode) refuse
     ├── NotFoundError
     ├── MethodNotAllowedError
     ├── ConflictError            already exists, or a stale generation
@@ -55,6 +56,17 @@ class ImmutableFieldError(ValidationError):
 
 class UnauthorizedError(BrokerError):
     title = "Unauthorized"
+
+
+class ForbiddenError(BrokerError):
+    """A sender the broker refuses (docs/security.md): ``decision`` names what decided, for
+    machines (``sender-not-admitted``, ``default-deny-all``, ...); never a policy's contents."""
+
+    title = "Forbidden"
+
+    def __init__(self, detail: str, decision: str) -> None:
+        super().__init__(detail)
+        self.decision = decision
 
 
 class NotFoundError(BrokerError):

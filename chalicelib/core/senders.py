@@ -9,6 +9,13 @@ TOKEN = "token"
 SOURCE = "source"
 TRIGGER = "trigger"
 
+# Who may send to a guarded broker that no EventPolicy applies to (a stage's setting, Knative's
+# authorization default mode): every identified sender, those of the broker's namespace, or none.
+ALLOW_SAME_NAMESPACE = "allow-same-namespace"
+ALLOW_ALL = "allow-all"
+DENY_ALL = "deny-all"
+MODES = (ALLOW_SAME_NAMESPACE, ALLOW_ALL, DENY_ALL)
+
 
 def token(namespace: str, token_id: str) -> str:
     """A request that carried an ingress token of the broker (services/tokens.py)."""

@@ -19,16 +19,18 @@ def hash_token(token: str, salt: str | None = None) -> str:
     return f"sha256${salt}${digest}"
 
 
-def verify(token: str, hashes: tuple[str, ...]) -> bool:
-    """True if ``token`` matches any stored hash; every hash is compared (no early exit)."""
-    found = False
-    for stored in hashes:
+def match(token: str, stored: tuple[tuple[str, str], ...]) -> str | None:
+    """The id of the stored ``(id, hash)`` that ``token`` matches, or None; every hash is
+    compared (no early exit)."""
+    found: str | None = None
+    for token_id, hashed in stored:
         try:
-            _, salt, digest = stored.split("$", 2)
+            _, salt, digest = hashed.split("$", 2)
         except ValueError:
             continue
         candidate = hashlib.sha256((salt + token).encode()).hexdigest()
-        found |= hmac.compare_digest(candidate, digest)
+        if hmac.compare_digest(candidate, digest):
+            found = token_id
     return found
 
 

@@ -162,9 +162,11 @@ class BrokerHooks(Hooks[Broker]):
         cache: ConfigCache,
         settings: Settings,
         clock: Callable[[], datetime] = utcnow,
+        policies: Callable[[Broker], list[dict[str, str]]] | None = None,
     ) -> None:
         self._cp = control_plane
         self._tokens = tokens
+        self._policies = policies  # status.policies: the EventPolicies that apply (security.md)
         self._cache = cache
         self._settings = settings
         self._public_url = settings.public_url
@@ -173,7 +175,7 @@ class BrokerHooks(Hooks[Broker]):
 
     def status(self, stored: Stored[Broker]) -> dict[str, Any]:
         broker = stored.resource
-        return conditions.broker_status(
+        status = conditions.broker_status(
             broker,
             address_url=ingress_url(self._public_url, broker.namespace, broker.name),
             now=self._clock(),
@@ -181,6 +183,10 @@ class BrokerHooks(Hooks[Broker]):
             provisioned_at=_parse_iso(stored.state.get("stored_at")),
             previous=stored.status,
         )
+        applied = self._policies(broker) if self._policies is not None else []
+        if applied:
+            status["policies"] = applied
+        return status
 
     def initial_state(self, now: datetime) -> dict[str, Any]:
         return {"stored_at": _iso(now)}

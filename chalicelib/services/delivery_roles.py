@@ -7,9 +7,10 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from chalicelib import logs
+from chalicelib.core import senders
 from chalicelib.core.cloudevents.event import CloudEvent
 from chalicelib.core.delivery.policy import dead_letter_extensions
-from chalicelib.core.errors import UnavailableError, ValidationError
+from chalicelib.core.errors import ForbiddenError, UnavailableError, ValidationError
 from chalicelib.core.resources.delivery_spec import Access
 from chalicelib.core.resources.event_transform import address_path
 from chalicelib.core.transforms import apply as apply_transform
@@ -71,7 +72,8 @@ class Subscribers:
         if ttl is not None:
             reply = reply.replace_attributes({TTL_ATTRIBUTE: ttl})
         try:
-            self._ingress.ingest(config, [reply], queued.headers)
+            sender = senders.trigger(queued.namespace, queued.trigger)
+            self._ingress.ingest(config, [reply], queued.headers, sender)
         except TtlExceededError:
             log.warning(
                 "reply %s dropped: knativebrokerttl exhausted (reply loop)",
@@ -79,6 +81,13 @@ class Subscribers:
                 extra={**log_keys(job), "reply_id": reply.id},
             )
         except ValidationError as exc:
+            log.warning(
+                "reply %s dropped: %s", reply.id, exc, extra={**log_keys(job), "reply_id": reply.id}
+            )
+        except ForbiddenError as exc:
+            # The broker's EventPolicies refuse the trigger's replies (docs/security.md): no
+            # retry changes that; recorded as ingress records a refused request.
+            self._ingress.refuse(queued.namespace, queued.broker, "unauthorized", exc, [reply])
             log.warning(
                 "reply %s dropped: %s", reply.id, exc, extra={**log_keys(job), "reply_id": reply.id}
             )

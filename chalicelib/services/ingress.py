@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from operator import itemgetter
 
-from chalicelib.core import archive, names, tokens
+from chalicelib.core import archive, authorization, names, senders, tokens
 from chalicelib.core.clock import utcnow
 from chalicelib.core.cloudevents import codec
 from chalicelib.core.cloudevents.event import CloudEvent
@@ -26,6 +26,7 @@ from chalicelib.core.delivery import ordering
 from chalicelib.core.errors import (
     BrokerError,
     CallTooLargeError,
+    ForbiddenError,
     NotFoundError,
     PayloadTooLargeError,
     Problem,
@@ -76,6 +77,7 @@ class Ingress:
         archive_carry_seconds: float = 0.0,
         seen: SeenEvents | None = None,
         dedup_hold_seconds: float = HOLD_SECONDS,
+        authorization_mode: str = senders.ALLOW_SAME_NAMESPACE,
     ) -> None:
         self._cache = cache
         self._queues = queues
@@ -95,29 +97,49 @@ class Ingress:
         # The registry's sample of event types (services/event_types.py): kept in memory, written
         # to the store at most once a minute per broker, never once per event.
         self._observe = observe
+        # Who may send when no EventPolicy applies to a guarded broker (docs/security.md).
+        self._mode = authorization_mode
 
     # ---- a producer's request -----------------------------------------------------------------
 
     def accept(
-        self, namespace: str, broker: str, headers: Mapping[str, str], body: bytes
+        self,
+        namespace: str,
+        broker: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        principal: str | None = None,
     ) -> Accepted:
         """Store the events of one request (headers with lower-case names, the body's bytes), or
-        raise the BrokerError that refuses it, after recording the refusal."""
+        raise the BrokerError that refuses it, after recording the refusal. ``principal``: the
+        IAM principal's ARN when AWS authenticated the request (an AWS_IAM Function URL)."""
         try:
-            return self._accept(namespace, broker, headers, body)
+            return self._accept(namespace, broker, headers, body, principal)
         finally:
             self._metrics.flush()
 
-    def refuse(self, namespace: str, broker: str, reason: str, error: BrokerError) -> BrokerError:
-        """Record a request refused before it reached ``accept`` (a method other than POST), and
-        return ``error`` to answer it with."""
+    def refuse(
+        self,
+        namespace: str,
+        broker: str,
+        reason: str,
+        error: BrokerError,
+        events: Sequence[CloudEvent] = (),
+    ) -> BrokerError:
+        """Record a refusal that ``accept`` did not make (a method other than POST, a reply the
+        broker's policies refuse), and return ``error`` to answer it with."""
         try:
-            return self._refused(namespace, broker, reason, error)
+            return self._refused(namespace, broker, reason, error, events)
         finally:
             self._metrics.flush()
 
     def _accept(
-        self, namespace: str, broker: str, headers: Mapping[str, str], body: bytes
+        self,
+        namespace: str,
+        broker: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        principal: str | None,
     ) -> Accepted:
         started = time.perf_counter()
         path_problems = names.name_problems(namespace, "path.namespace", what="namespace") + (
@@ -149,15 +171,16 @@ class Ingress:
         if config is None:
             unknown = NotFoundError(f'broker "{namespace}/{broker}" does not exist')
             raise self._refused(namespace, broker, "unknown_broker", unknown, events)
-        if config.auth == "token" and not tokens.verify(
-            tokens.bearer(headers.get("authorization")) or "", config.token_hashes
-        ):
-            unauthorized = UnauthorizedError(
-                "this broker requires a bearer token (Authorization: Bearer ...)"
-            )
-            raise self._refused(namespace, broker, "unauthorized", unauthorized, events)
+        sender = None
+        if authorization.guarded(config.policies, config.auth):
+            try:
+                sender = _sender(config, headers, principal)
+            except UnauthorizedError as exc:
+                raise self._refused(namespace, broker, "unauthorized", exc, events) from None
         try:
-            self.ingest(config, events, passthrough_headers(headers))
+            self.ingest(config, events, passthrough_headers(headers), sender)
+        except ForbiddenError as exc:
+            raise self._refused(namespace, broker, "unauthorized", exc, events) from None
         except TtlExceededError as exc:
             raise self._refused(namespace, broker, "ttl_exceeded", exc, events) from None
         except UnavailableError as exc:
@@ -185,7 +208,14 @@ class Ingress:
         """Store every event in the queue of every matching ready trigger, or raise. With a dedup
         window, a (source, id) the broker accepted within it is dropped (docs/dedup.md).
         ``sender`` is who the events come from (core/senders.py; None: anonymous), the identity
-        the broker's EventPolicies admit or refuse (docs/security.md)."""
+        the broker's EventPolicies admit or refuse (docs/security.md): ForbiddenError, nothing
+        stored, when they refuse."""
+        if authorization.guarded(config.policies, config.auth):
+            decision = authorization.decide(
+                config.policies, self._mode, config.namespace, config.name, sender, events
+            )
+            if not decision.allowed:
+                raise decision.error()
         now = self._clock()
         arrival = archive.rfc3339(now)
         prepared = [self._prepare(e, arrival) for e in events]
@@ -314,6 +344,9 @@ class Ingress:
             "event_count",
             {"namespace": namespace, "broker": broker, "response_code_class": status_class(status)},
         )
+        if reason == "unauthorized":  # no identity (401), or one the broker refuses (403)
+            dims = {"namespace": namespace, "broker": broker}
+            self._metrics.count("unauthorized_count", dims, len(events) or 1)
         first = events[0] if events else None
         record = archive.rejected_record(
             namespace,
@@ -327,6 +360,24 @@ class Ingress:
         )
         self._archive_quietly([archive.encode_line(record)])
         return error
+
+
+def _sender(config: BrokerConfig, headers: Mapping[str, str], principal: str | None) -> str | None:
+    """Who sends to a guarded broker: the broker's ingress token the request carries, else the
+    IAM principal AWS authenticated, else nobody (anonymous; then the policies decide). A bearer
+    token that is not one of the broker's, or no identity where ``ingress-auth: token`` needs
+    one, is UnauthorizedError (401)."""
+    presented = tokens.bearer(headers.get("authorization"))
+    if presented is not None:
+        token_id = tokens.match(presented, config.tokens)
+        if token_id is None:
+            raise UnauthorizedError(f"the bearer token is not one of {_scope(config)}'s tokens")
+        return senders.token(config.namespace, token_id)
+    if principal:
+        return principal
+    if config.auth == "token":
+        raise UnauthorizedError("this broker requires a bearer token (Authorization: Bearer ...)")
+    return None
 
 
 def _scope(config: BrokerConfig) -> str:

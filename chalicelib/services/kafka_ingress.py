@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from chalicelib import logs
-from chalicelib.core import archive
+from chalicelib.core import archive, senders
 from chalicelib.core.clock import utcnow
 from chalicelib.core.cloudevents import codec
 from chalicelib.core.cloudevents.event import CloudEvent
@@ -37,6 +37,7 @@ from chalicelib.core.cloudevents.kafka_binding import KafkaRecord, decode_record
 from chalicelib.core.cloudevents.sqs_message import passthrough_headers
 from chalicelib.core.errors import (
     BrokerError,
+    ForbiddenError,
     PayloadTooLargeError,
     Problem,
     UnavailableError,
@@ -204,7 +205,7 @@ class KafkaIngress:
             try:
                 # Nothing is sent before every event is prepared and matched, so a refusal (or an
                 # error of one event's matching) sends nothing.
-                self._ingress.ingest(config, [e for _, e in pairs], headers[0])
+                self._ingress.ingest(config, [e for _, e in pairs], headers[0], _sender(source))
                 self._count(source, "2xx", len(pairs))
                 return []
             except Exception as exc:
@@ -214,7 +215,7 @@ class KafkaIngress:
         invalid: list[dict[str, Any]] = []
         for (item, event), h in zip(pairs, headers, strict=True):
             try:
-                self._ingress.ingest(config, [event], h)
+                self._ingress.ingest(config, [event], h, _sender(source))
                 self._count(source, "2xx", 1)
             except Exception as exc:
                 invalid.append(self._refuse(source, item, exc))
@@ -227,6 +228,8 @@ class KafkaIngress:
             raise exc
         if isinstance(exc, PayloadTooLargeError):
             return self._reject(source, item, "too_large", exc.detail, [])
+        if isinstance(exc, ForbiddenError):  # the broker's EventPolicies (docs/security.md)
+            return self._reject(source, item, "unauthorized", exc.detail, [])
         if isinstance(exc, ValidationError):
             reason = "ttl_exceeded" if isinstance(exc, TtlExceededError) else "invalid_event"
             return self._reject(source, item, reason, exc.detail, exc.problems)
@@ -265,6 +268,9 @@ class KafkaIngress:
             extra={"namespace": source.namespace, "kafkasource": source.name, "record": item.where},
         )  # fmt: skip
         self._count(source, "4xx", 1)
+        if reason == "unauthorized":
+            dims = {"namespace": source.namespace, "broker": source.sink_broker}
+            self._metrics.count("unauthorized_count", dims)
         self._archive_rejection(source, reason, detail, now)
         return {
             "topic": item.raw.get("topic"),
@@ -303,7 +309,7 @@ class KafkaIngress:
     def _archive_rejection(
         self, source: ks.KafkaSource, reason: str, detail: str, now: datetime
     ) -> None:
-        status = 413 if reason == "too_large" else 400
+        status = {"too_large": 413, "unauthorized": 403}.get(reason, 400)
         record = archive.rejected_record(
             source.namespace, source.sink_broker, status, reason, detail, now
         )
@@ -323,10 +329,16 @@ def _decode(item: _Item, config: BrokerConfig) -> CloudEvent:
 def _infrastructure(exc: Exception) -> bool:
     """Whether ``exc`` is the infrastructure's failure (retry the batch) rather than a refusal
     of the record: every error the services raise on purpose except a ValidationError or a
-    PayloadTooLargeError. Anything else (a defect, a RecursionError) is the record's fault."""
+    PayloadTooLargeError or a ForbiddenError. Anything else (a defect, a RecursionError) is the
+    record's fault."""
     return isinstance(exc, BrokerError) and not isinstance(
-        exc, ValidationError | PayloadTooLargeError
+        exc, ValidationError | PayloadTooLargeError | ForbiddenError
     )
+
+
+def _sender(source: ks.KafkaSource) -> str:
+    """Who the source's events come from, to the broker's EventPolicies."""
+    return senders.source(source.namespace, ks.KIND, source.name)
 
 
 def _raised_at(exc: BaseException) -> str:

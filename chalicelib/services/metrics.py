@@ -28,6 +28,7 @@ COUNTERS = (
     "dedup_release_failure_count",
     "dedup_confirm_failure_count",
     "delayed_delivery_count",
+    "unauthorized_count",  # senders refused (401, 403: docs/security.md)
     "source_failure_count",  # a scheduled source's event not sent (services/schedules.py)
 )
 LATENCIES = ("event_dispatch_latency_ms",)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from chalicelib.core import names
+from chalicelib.core.authorization import Rule
 from chalicelib.core.errors import UnavailableError
 from chalicelib.core.filtering.filter_index import TriggerIndex
 from chalicelib.core.filtering.filters import Filter, build_filter
@@ -23,11 +24,13 @@ from chalicelib.core.resources.delivery_spec import (
     DEAD_LETTER_CONNECTION_ANNOTATION,
     DeliverySpec,
 )
+from chalicelib.core.resources.event_policy import EVENT_POLICIES
 from chalicelib.core.resources.event_transform import EVENT_TRANSFORMS, EventTransform
 from chalicelib.core.resources.integration_sink import INTEGRATION_SINKS
 from chalicelib.core.resources.trigger import TRIGGERS, Trigger, effective_delivery, max_rate
 from chalicelib.core.tokens import STORE_KIND as TOKEN
 from chalicelib.ports import ResourceStore
+from chalicelib.services.policies import broker_rules
 from chalicelib.services.resources import Resources
 
 # What load_broker_config reads: the kinds whose writes must reach the ConfigCache's epoch.
@@ -37,6 +40,7 @@ ROUTING_KINDS = frozenset(
         TRIGGERS.store_kind,
         TOKEN,
         EVENT_TRANSFORMS.store_kind,
+        EVENT_POLICIES.store_kind,
         INTEGRATION_SINKS.store_kind,
     }
 )
@@ -77,9 +81,11 @@ class BrokerConfig:
     legacy: bool
     max_event_bytes: int
     auth: str
-    token_hashes: tuple[str, ...]
+    tokens: tuple[tuple[str, str], ...]  # (id, salted hash) of the broker's ingress tokens
     routes: tuple[Route, ...]
     index: TriggerIndex[Route] = field(compare=False)
+    # The EventPolicies that apply to the broker, compiled (services/policies.py); empty: none.
+    policies: tuple[Rule, ...] = ()
 
     def route(self, trigger: str) -> Route | None:
         for route in self.routes:
@@ -180,10 +186,13 @@ def load_broker_config(
                 dead_letter_connection=trigger.annotations.get(DEAD_LETTER_CONNECTION_ANNOTATION),
             )
         )
-    hashes: tuple[str, ...] = ()
-    if broker.ingress_auth == "token":
-        hashes = tuple(
-            str(t.doc["hash"]) for t in store.list(TOKEN, namespace) if t.doc.get("broker") == name
+    policies = broker_rules(store, broker)
+    tokens: tuple[tuple[str, str], ...] = ()
+    if broker.ingress_auth == "token" or policies:  # a token names its sender to the policies
+        tokens = tuple(
+            (t.name, str(t.doc["hash"]))
+            for t in store.list(TOKEN, namespace)
+            if t.doc.get("broker") == name
         )
     ready = [r for r in routes if r.ready]
     return BrokerConfig(
@@ -193,9 +202,10 @@ def load_broker_config(
         legacy=broker.legacy_spec_versions,
         max_event_bytes=broker.max_event_bytes,
         auth=broker.ingress_auth,
-        token_hashes=hashes,
+        tokens=tokens,
         routes=tuple(routes),
         index=TriggerIndex((r, r.filter) for r in ready),
+        policies=policies,
     )
 
 

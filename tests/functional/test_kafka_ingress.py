@@ -284,10 +284,10 @@ class ExplodingIngress:
         self._real = real
         self._error = error
 
-    def ingest(self, config: Any, events: Any, headers: Any) -> None:
+    def ingest(self, config: Any, events: Any, headers: Any, sender: Any = None) -> None:
         if any(e.id.startswith("explode") for e in events):
             raise self._error
-        self._real.ingest(config, events, headers)
+        self._real.ingest(config, events, headers, sender)
 
 
 @pytest.mark.parametrize(
