@@ -14,6 +14,7 @@ from typing import Any
 from brokerctl.commands_apply import add_manifest_parsers
 from brokerctl.commands_broker import add_broker_parser
 from brokerctl.commands_common import connection_options
+from brokerctl.commands_connection import add_connection_parser
 from brokerctl.commands_dlq import add_dlq_parser
 from brokerctl.commands_metrics import add_metrics_parser
 from brokerctl.commands_replay import add_replay_parser
@@ -146,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_broker_parser(sub)
     add_trigger_parser(sub)
     add_transform_parser(sub)
+    add_connection_parser(sub)
     add_send_parser(sub)
     add_dlq_parser(sub)
     add_metrics_parser(sub)

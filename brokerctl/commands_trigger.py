@@ -21,6 +21,10 @@ from brokerctl.commands_common import (
 )
 from chalicelib.core.resources import refs
 from chalicelib.core.resources.broker import MAX_RATE_ANNOTATION
+from chalicelib.core.resources.delivery_spec import CONNECTION_ANNOTATION as CONNECTION
+from chalicelib.core.resources.delivery_spec import (
+    DEAD_LETTER_CONNECTION_ANNOTATION as DEAD_LETTER_CONNECTION,
+)
 from chalicelib.core.resources.trigger import DELIVERY_ORDER_ANNOTATION
 
 
@@ -131,6 +135,16 @@ def add_trigger_parser(sub: Any) -> None:
         metavar="AUD",
         help="the same for each request to --dead-letter-sink",
     )
+    for flag, target in (
+        ("--connection", "--sink"),
+        ("--dead-letter-connection", "--dead-letter-sink"),
+    ):
+        create.add_argument(
+            flag,
+            metavar="NAME",
+            help=f"requests to {target} authenticate with this Connection (brokerctl connection; "
+            "docs/targets.md)",
+        )
     create.add_argument(
         "--ordered",
         action="store_true",
@@ -246,6 +260,15 @@ def trigger_body(args: argparse.Namespace) -> dict[str, Any]:
     if getattr(args, "ordered", False):
         metadata["annotations"] = {DELIVERY_ORDER_ANNOTATION: "ordered"}
     _annotate_max_rate(metadata, args)
+    for key, name in (
+        (CONNECTION, "connection"),
+        (DEAD_LETTER_CONNECTION, "dead_letter_connection"),
+    ):
+        if getattr(args, name, None):
+            metadata["annotations"] = {
+                **(metadata.get("annotations") or {}),
+                key: getattr(args, name),
+            }
     return {
         "apiVersion": "eventing.knative.dev/v1",
         "kind": "Trigger",
