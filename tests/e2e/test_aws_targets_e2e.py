@@ -3,7 +3,8 @@ delivers to a queue, a topic (read through its subscribed queue), a state machin
 execution's input), an event bus (its rule's target queue), a Kinesis stream and a Firehose
 delivery stream (its S3 objects) on the embedded endpoint; ``--function`` answers for a Lambda
 ARN and its CloudEvent result is a reply; a missing target is not Ready (SubscriberNotFound) and
-its events are dead-lettered at once with knativeerrorcode 404 to an ARN sink."""
+its events are dead-lettered at once with knativeerrorcode 404 to an ARN sink; IntegrationSinks
+a trigger names by ref write to a queue, a bucket (one object per event) and the runtime's log."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import pytest
 
 from chalicelib.adapters.aws_clients import AwsClients
 from chalicelib.config import Settings
-from tests.contract.test_aws_targets import MotoWorld
+from tests.contract.test_aws_targets import AwsWorld
 from tests.e2e.conftest import LocalBroker, start_local_broker, stop_local_broker, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -36,9 +37,9 @@ def runtime() -> Iterator[LocalBroker]:
 
 
 @pytest.fixture(scope="module")
-def world(runtime: LocalBroker) -> MotoWorld:
+def world(runtime: LocalBroker) -> AwsWorld:
     settings = Settings(endpoint_url=runtime.aws_url, region="us-east-1")
-    return MotoWorld(settings, AwsClients(settings))
+    return AwsWorld(settings, AwsClients(settings))
 
 
 def _setup(runtime: LocalBroker) -> str:
@@ -74,7 +75,7 @@ def _send(runtime: LocalBroker, ns: str, type_: str, id_: str, data: Any) -> Non
     assert r.status_code == 202, r.text
 
 
-def test_every_target_kind_gets_its_event(runtime: LocalBroker, world: MotoWorld) -> None:
+def test_every_target_kind_gets_its_event(runtime: LocalBroker, world: AwsWorld) -> None:
     ns = _setup(runtime)
     arns = {kind: world.create(kind) for kind in KINDS}
     for kind, arn in arns.items():
@@ -97,7 +98,7 @@ def test_every_target_kind_gets_its_event(runtime: LocalBroker, world: MotoWorld
 
 
 def test_a_local_function_answers_and_its_cloudevent_is_a_reply(
-    runtime: LocalBroker, world: MotoWorld
+    runtime: LocalBroker, world: AwsWorld
 ) -> None:
     ns = _setup(runtime)
     replies = world.create("sqs")
@@ -112,7 +113,7 @@ def test_a_local_function_answers_and_its_cloudevent_is_a_reply(
 
 
 def test_a_missing_target_is_not_ready_and_dead_letters_with_404(
-    runtime: LocalBroker, world: MotoWorld
+    runtime: LocalBroker, world: AwsWorld
 ) -> None:
     ns = _setup(runtime)
     missing = "arn:aws:sqs:us-east-1:123456789012:does-not-exist"
@@ -133,3 +134,34 @@ def test_a_missing_target_is_not_ready_and_dead_letters_with_404(
     assert dead["knativeerrorcode"] == 404
     data = json.loads(base64.b64decode(dead["knativeerrordata"]))
     assert data["code"] in ("AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist")
+
+
+def test_integration_sinks_deliver_to_sqs_s3_and_the_log(
+    runtime: LocalBroker, world: AwsWorld
+) -> None:
+    ns = _setup(runtime)
+    queue, bucket = world.create("sqs"), world.create("s3")
+    sinks = {
+        "queue": {"aws": {"sqs": {"arn": queue, "region": "us-east-1"}}},
+        "bucket": {"aws": {"s3": {"arn": bucket, "region": "us-east-1"}}},
+        "log": {"log": {"loggerName": "e2e-orders", "level": "WARN", "showHeaders": True}},
+    }
+    base = f"{runtime.url}/apis/sinks.knative.dev/v1alpha1/namespaces/{ns}/integrationsinks"
+    for name, spec in sinks.items():
+        r = httpx.put(f"{base}/{name}", json={"metadata": {"name": name}, "spec": spec}, timeout=30)
+        assert r.status_code == 201, r.text
+        ref = {"apiVersion": "sinks.knative.dev/v1alpha1", "kind": "IntegrationSink", "name": name}
+        body = {
+            "metadata": {"name": name},
+            "spec": {"filter": {"attributes": {"type": f"to.{name}"}}, "subscriber": {"ref": ref}},
+        }
+        assert runtime.put(ns, "triggers", name, body).status_code == 201
+    for name in sinks:
+        runtime.wait_ready(ns, "triggers", name)
+        _send(runtime, ns, f"to.{name}", f"id-{name}", {"sink": name})
+    [queued] = wait_until(lambda: world.arrived(queue), 30, "the queue sink's event")
+    [stored] = wait_until(lambda: world.arrived(bucket), 30, "the bucket sink's object")
+    assert queued["id"] == "id-queue" and stored["id"] == "id-bucket"
+    assert stored["data"] == {"sink": "bucket"}
+    said = "event id-log of type to.log from /e2e"
+    wait_until(lambda: any(said in line for line in runtime.lines), 30, "the log sink's line")
