@@ -197,6 +197,7 @@ class LocalRuntime:
         self.url = f"http://{opts.host}:{opts.port}"
         self.container: Any = None
         self.sources: Any = None
+        self.schedules: Any = None
         self.console: Any = None
         self._stack: list[Callable[[], None]] = []
 
@@ -304,6 +305,21 @@ class LocalRuntime:
             events.register(f"after-call.lambda.{operation}", kafka_sources.poke)
         kafka_sources.start()
         self._stack.append(kafka_sources.stop)
+        # EventBridge Scheduler's part: the sources' schedules fired on time into the same
+        # ``pings`` function (brokerctl/local_schedules.py), re-read when the control plane
+        # changes one.
+        from brokerctl.local_schedules import SCHEDULE_OPERATIONS, LocalSchedules
+        from chalicelib.adapters.scheduler_schedules import SchedulerSchedules
+
+        self.schedules = LocalSchedules(
+            SchedulerSchedules(container.clients, "", ""), settings.queue_prefix,
+            chalice_app.pings, say, function_name=settings.pings_function_arn.rsplit(":", 1)[-1],
+        )  # fmt: skip
+        scheduler_events = container.clients.client("scheduler").meta.events
+        for operation in SCHEDULE_OPERATIONS:
+            scheduler_events.register(f"after-call.scheduler.{operation}", self.schedules.poke)
+        self.schedules.start()
+        self._stack.append(self.schedules.stop)
         timer = _Timer(
             opts.reconcile_interval,
             lambda: chalice_app.reconciler(scheduled_event(settings.region), None),

@@ -332,3 +332,32 @@ def _render(values: Iterable[int], low: int, high: int) -> str:
         if v is not None:
             start = prev = v
     return ",".join(runs)
+
+
+_RATE = re.compile(r"^rate\((?P<value>[0-9]{1,6}) (?P<unit>minutes?|hours?|days?)\)$")
+_UNIT_SECONDS = {"minute": 60, "hour": 3600, "day": 86400}
+
+
+def from_scheduler(expression: str, timezone: str) -> Expression:
+    """A deployed schedule's expression read back, to fire it where no Scheduler runs (the local
+    runtime); ValueError for a form this module never writes."""
+    rate = _RATE.match(expression)
+    if rate is not None:
+        return Rate(int(rate["value"]) * _UNIT_SECONDS[rate["unit"].rstrip("s")])
+    if not (expression.startswith("cron(") and expression.endswith(")")):
+        raise ValueError(f"not a cron(...) or rate(...) expression: {expression[:80]!r}")
+    parts = expression[5:-1].split()
+    if len(parts) != 6 or parts[5] != "*":
+        raise ValueError(f"not a cron(...) this broker writes: {expression[:80]!r}")
+    minute, hour, dom, month, dow = parts[:5]
+    if dow != "?":  # Scheduler counts 1 (Sunday) to 7; cron 0 to 6
+        problems: list[Problem] = []
+        days = _field(dow, _Spec("day of week", 1, 7), "schedule", problems)
+        if days is None:
+            raise ValueError(problems[0].message)
+        dow = _render(frozenset(d - 1 for d in days.values), 0, 6)
+    text = " ".join((minute, hour, "*" if dom == "?" else dom, month, "*" if dow == "?" else dow))
+    cron, problems = parse_cron(text, timezone, "schedule", "timezone")
+    if cron is None:
+        raise ValueError("; ".join(p.message for p in problems))
+    return cron
