@@ -73,6 +73,20 @@ def launch(pw: sync_api.Playwright, name: str, tmp_path: Path) -> sync_api.Brows
     )
 
 
+def make_target_triggers(b: LocalBroker, ns: str) -> None:
+    """A trigger to an IntegrationSink (a log sink) and one whose subscriber has an audience."""
+    sinks = f"{b.url}/apis/sinks.knative.dev/v1alpha1/namespaces/{ns}/integrationsinks"
+    body = {"metadata": {"name": "quiet"}, "spec": {"log": {"loggerName": "console"}}}
+    assert httpx.put(f"{sinks}/quiet", json=body, timeout=10).status_code == 201
+    ref = {"apiVersion": "sinks.knative.dev/v1alpha1", "kind": "IntegrationSink", "name": "quiet"}
+    for name, subscriber in [
+        ("to-log", {"ref": ref}),
+        ("with-audience", {"uri": "https://orders.example/", "audience": "orders-api"}),
+    ]:
+        doc = {"metadata": {"name": name}, "spec": {"subscriber": subscriber}}
+        assert b.put(ns, "triggers", name, doc).status_code == 201
+
+
 @pytest.mark.parametrize("name", ["chromium", "firefox"])
 def test_console_trigger_tail_dead_letter_redrive(
     broker: LocalBroker, tmp_path: Path, name: str
@@ -161,7 +175,16 @@ def test_console_trigger_tail_dead_letter_redrive(
         page.click("#save-trigger")
         page.wait_for_selector("#triggers tr[data-trigger=orders] >> text=console.other")
 
+        # Each trigger's target kind and audience (docs/targets.md), for triggers made by API.
+        make_target_triggers(broker, ns)
         page.click("#refresh")
+        log_row = page.locator("#triggers tr[data-trigger=to-log]")
+        log_row.wait_for()
+        assert "IntegrationSink" in log_row.inner_text()
+        assert "quiet → log:console?level=INFO" in log_row.inner_text()
+        aud_row = page.locator("#triggers tr[data-trigger=with-audience]").inner_text()
+        assert "HTTP URL" in aud_row and "orders-api" in aud_row
+        assert "HTTP URL" in page.locator("#triggers tr[data-trigger=orders]").inner_text()
         page.wait_for_selector("#chart-area svg")
         page.screenshot(path=str(tmp_path / "console.png"), full_page=True)
         # docs/img/console.png, on demand

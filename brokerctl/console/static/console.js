@@ -75,7 +75,10 @@ async function loadResources() {
       cell(row, t.metadata.name);
       cell(row, t.spec.broker);
       cell(row, filtersOf(t.spec), "wrap");
-      cell(row, t.spec.subscriber && t.spec.subscriber.uri, "wrap");
+      const [kind, where] = targetOf(t);
+      cell(row, kind);
+      cell(row, where, "wrap");
+      cell(row, (t.status && t.status.subscriberAudience) || "", "wrap");
       cell(row, st);
       cell(row, reason, "wrap");
       const actions = row.insertCell();
@@ -94,6 +97,18 @@ async function loadResources() {
   } catch (e) {
     say(String(e.message || e), true);
   }
+}
+
+// A trigger's subscriber (docs/targets.md): what kind of target it is, and where events go (a
+// ref shows the name and the address the broker resolved it to).
+function targetOf(t) {
+  const s = t.spec.subscriber || {};
+  const resolved = (t.status && t.status.subscriberUri) || "";
+  if (s.ref) return [s.ref.kind, resolved ? `${s.ref.name} → ${resolved}` : s.ref.name];
+  const uri = s.uri || "";
+  if (uri.startsWith("arn:")) return [`ARN (${uri.split(":")[2]})`, uri];
+  if (uri.startsWith("kafka:")) return ["Kafka topic", uri];
+  return ["HTTP URL", uri];
 }
 
 function editTrigger(t) {
