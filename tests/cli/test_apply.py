@@ -18,17 +18,32 @@ from brokerctl.__main__ import main
 from brokerctl.embedded_aws import free_port
 from brokerctl.http_server import AppServer
 from chalicelib.container import use_container
+from chalicelib.services.schedules import Scheduling
 from tests.cli.conftest import Result
+from tests.fakes.aws_targets import MemoryTargets
+from tests.fakes.schedules import MemorySchedules
+from tests.fakes.secrets import MemorySecrets
 from tests.functional.harness import Harness
 
 CORPUS = Path(__file__).parents[1] / "fixtures" / "manifests"
 Ctl = Callable[..., Result]
 
 
+SECRET = (
+    "arn:aws:secretsmanager:us-east-1:123456789012:secret:"
+    "serverless-broker/local/connections/billing-AbCdEf"
+)
+
+
 @pytest.fixture
 def h() -> Iterator[Harness]:
     h = Harness()
-    use_container(h.container)
+    c = h.container
+    c.secrets = MemorySecrets()  # type: ignore[misc]
+    c.secrets.values[SECRET] = "key"
+    c.aws_targets = MemoryTargets()  # type: ignore[misc]
+    c.scheduling = Scheduling(MemorySchedules(), h.settings.queue_prefix)  # type: ignore[misc]
+    use_container(c)
     yield h
     use_container(None)
 
@@ -72,7 +87,18 @@ CORPUS_REFS = [
     "eventtransform.eventing.knative.dev/order-processor",
     "trigger.eventing.knative.dev/orders-to-transform",
     "replay.eventing.knative.dev/last-outage",
+    "pingsource.sources.knative.dev/test-ping-source",
+    "integrationsink.sinks.knative.dev/integration-log-sink",
+    "integrationsink.sinks.knative.dev/integration-sink-aws-sqs",
+    "trigger.eventing.knative.dev/orders-to-sqs",
+    "connection.serverless-broker.dev/billing-api",
+    "trigger.eventing.knative.dev/invoices-to-billing",
+    "eventpolicy.eventing.knative.dev/my-event-policy",
 ]
+
+
+KINDS = ("broker", "trigger", "replay", "kafkasource", "eventtransform", "pingsource")
+KINDS += ("integrationsink", "connection", "eventpolicy")
 
 
 def stored(h: Harness, kind: str, ns: str = "shop") -> list[str]:
@@ -87,7 +113,7 @@ def test_the_corpus_applies_then_applies_again_unchanged(h: Harness, ctl: Ctl):
     assert first.code == 0, first.err
     assert lines(first) == [f"{ref} created" for ref in CORPUS_REFS]
     assert stored(h, "trigger") == sorted(
-        ["my-service-trigger", "commerce-orders", "payments-not-test", "orders-to-transform"]
+        ref.split("/")[1] for ref in CORPUS_REFS if ref.startswith("trigger.")
     )
     assert stored(h, "replay") == ["default/last-outage"]
     broker = json.loads(ctl("get", "broker", "default", "-o", "json").out)
@@ -299,7 +325,9 @@ def test_dry_run_checks_every_document_and_changes_nothing(h: Harness, ctl: Ctl,
 @pytest.mark.parametrize("fmt", ["yaml", "json"])
 def test_get_output_applies_back_unchanged(h: Harness, ctl: Ctl, fmt: str):
     assert ctl("apply", "-f", str(CORPUS)).code == 0
-    for kind in ("brokers", "triggers", "kafkasources", "eventtransforms", "replays"):
+    kinds = ("brokers", "triggers", "kafkasources", "eventtransforms", "replays", "pingsources")
+    kinds += ("integrationsinks", "connections", "eventpolicies")
+    for kind in kinds:
         listing = ctl("get", kind, "-o", fmt)
         assert listing.code == 0, listing.err
         r = ctl("apply", "-f", "-", stdin=listing.out.encode())
@@ -352,14 +380,19 @@ def test_delete_removes_what_the_files_name(h: Harness, ctl: Ctl):
         'trigger.eventing.knative.dev "commerce-orders" deleted',
         'trigger.eventing.knative.dev "payments-not-test" deleted',
     ]
-    assert stored(h, "trigger") == ["my-service-trigger", "orders-to-transform"]
+    gone = {"commerce-orders", "payments-not-test"}
+    assert stored(h, "trigger") == sorted(
+        ref.split("/")[1]
+        for ref in CORPUS_REFS
+        if ref.startswith("trigger.") and ref.split("/")[1] not in gone
+    )
     r = ctl("delete", "-f", str(CORPUS / "03-subscriptions-api.yaml"))
     assert r.code == 1 and 'trigger.eventing.knative.dev "commerce-orders" not found' in r.err
     r = ctl("delete", "-f", str(CORPUS / "03-subscriptions-api.yaml"), "--ignore-not-found")
     assert (r.code, r.out, r.err) == (0, "", "")
     r = ctl("delete", "-f", str(CORPUS))
     assert r.code == 1  # the two triggers deleted above are not found; the rest is deleted
-    assert all(h.store.list(k, "shop") == [] for k in ("broker", "trigger", "replay"))
+    assert [k for k in KINDS if h.store.list(k, "shop")] == []
 
 
 def test_paths_that_do_not_exist_are_usage_errors(ctl: Ctl, tmp_path: Path):
