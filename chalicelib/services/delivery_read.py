@@ -147,6 +147,11 @@ class Reader:
         """The event to send, transformed when the route says so, and its request."""
         job.event = event
         route = job.destination.route
+        if route.subscriber_sink is not None and not job.destination.target:
+            # deleted while events were queued: retried, then a dead letter that says why
+            missing = f'IntegrationSink "{route.subscriber_sink}" does not exist'
+            job.decided = Attempt(Outcome.RETRY, None, missing.encode(), 0.0)
+            return
         if route.transform_ref is None or not self._role.applies_transforms:
             self._sender.encode(job, event)
             return

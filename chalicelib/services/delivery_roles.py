@@ -13,6 +13,7 @@ from chalicelib.core.delivery.policy import dead_letter_extensions
 from chalicelib.core.errors import ForbiddenError, UnavailableError, ValidationError
 from chalicelib.core.resources.delivery_spec import Access
 from chalicelib.core.resources.event_transform import address_path
+from chalicelib.core.resources.integration_sink import address_path as sink_path
 from chalicelib.core.transforms import apply as apply_transform
 from chalicelib.services.delivery_jobs import (
     KEEP_SECONDS,
@@ -104,6 +105,8 @@ class Subscribers:
         if route.transform_ref is not None and (not target or job.transform_failed):
             # a transform without a sink, or a transform that failed: the transform's address
             target = address_path(route.namespace, route.transform_ref)
+        elif route.subscriber_sink is not None and not target:  # the sink was deleted
+            target = sink_path(route.namespace, route.subscriber_sink)
         extensions = dead_letter_extensions(target, answer.status, answer.detail)
         body = self._parts.claims.message_body(
             queued.namespace,

@@ -65,6 +65,9 @@ class Route:
     # any, is subscriber_uri.
     transform: EventTransform | None = None
     transform_ref: str | None = None  # the name the trigger refers to, resolved or not
+    # The IntegrationSink the trigger's subscriber.ref names, resolved or not (docs/targets.md):
+    # its target is subscriber_uri, "" while it does not exist.
+    subscriber_sink: str | None = None
     subscriber_audience: str | None = None  # its requests carry a token (design.md §2.5)
     subscriber_ca_certs: str | None = None  # CAs its TLS trusts too (design.md §2.5)
     # The Connections the subscriber's and the dead-letter sink's requests authenticate with
@@ -178,6 +181,7 @@ def load_broker_config(
                 max_rate=max_rate(trigger, broker),
                 transform=transform,
                 transform_ref=trigger.subscriber_ref,
+                subscriber_sink=trigger.subscriber_sink,
                 subscriber_audience=(
                     transform.sink_audience if transform else trigger.subscriber_audience
                 ),

@@ -5,6 +5,7 @@ and the trigger status' audiences (Knative's subscriberAudience, deadLetterSinkA
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from chalicelib.container import use_container
 from chalicelib.ports import HttpResponse
 from tests.fakes.aws_targets import MemoryTargets
 from tests.functional.harness import Harness
+from tests.functional.test_delivery_audience import bearer, claims_of, with_signer
 
 IS = "/apis/sinks.knative.dev/v1alpha1/namespaces/ns/integrationsinks"
 QUEUE = "arn:aws:sqs:us-east-1:123456789012:orders"
@@ -185,6 +187,25 @@ def test_a_trigger_is_not_ready_while_its_sink_is_missing_and_ready_once_it_exis
     assert body["id"] == "2" and "knativebrokerttl" not in body
 
 
+def test_a_sink_deleted_while_events_are_queued_dead_letters_them_with_the_reason() -> None:
+    h, targets = setup()
+    targets.create(QUEUE)
+    put_sink(h, {"aws": {"sqs": {"arn": QUEUE, "region": "us-east-1"}}})
+    ref_trigger(h, delivery={"retry": 0})
+    h.send()
+    h.container.integration_sinks.delete("ns", "sink")
+    h.deliver_once("tr")
+    assert targets.sent[QUEUE] == [] and h.sender.sent == []  # sent nowhere
+    [dead] = h.messages(h.dlq_of("tr"))
+    path = "/apis/sinks.knative.dev/v1alpha1/namespaces/ns/integrationsinks/sink"
+    assert dead["event"]["knativeerrordest"] == path
+    said = base64.b64decode(dead["event"]["knativeerrordata"]).decode()
+    assert said == 'IntegrationSink "sink" does not exist'
+    assert [r["outcome"] for r in h.archive.decoded() if r["kind"] == "delivery"] == [
+        "dead_lettered"
+    ]
+
+
 def test_s3_sink_writes_one_object_per_event_and_a_retry_rewrites_it() -> None:
     h, targets = setup()
     targets.create(BUCKET)
@@ -288,29 +309,18 @@ def test_trigger_status_shows_its_audiences() -> None:
 
 def test_an_event_transform_sink_takes_an_audience_and_delivery_carries_its_token() -> None:
     h, _ = setup()
-    body = {
-        "metadata": {"name": "tx"},
-        "spec": {
-            "jsonata": {"expression": "$"},
-            "sink": {"uri": "https://s.example/", "audience": "tx-aud"},
-        },
-    }
+    with_signer(h)
+    sink = {"uri": "https://s.example/", "audience": "tx-aud"}
+    body = {"metadata": {"name": "tx"}, "spec": {"jsonata": {"expression": "$"}, "sink": sink}}
     doc, _ = h.container.event_transforms.put("ns", "tx", body)
-    assert doc["spec"]["sink"] == {"uri": "https://s.example/", "audience": "tx-aud"}
-    assert doc["status"]["sinkAudience"] == "tx-aud"
-    route_body = {
-        "metadata": {"name": "tr"},
-        "spec": {
-            "broker": "default",
-            "subscriber": {
-                "ref": {
-                    "apiVersion": "eventing.knative.dev/v1alpha1",
-                    "kind": "EventTransform",
-                    "name": "tx",
-                }
-            },
-        },
-    }
-    h.container.triggers.put("ns", "tr", route_body)
-    route = h.container.cache.get("ns", "default").route("tr")  # type: ignore[union-attr]
-    assert route is not None and route.subscriber_audience == "tx-aud"
+    assert doc["spec"]["sink"] == sink and doc["status"]["sinkAudience"] == "tx-aud"
+    ref = {"apiVersion": "eventing.knative.dev/v1alpha1", "kind": "EventTransform", "name": "tx"}
+    trigger = {"metadata": {"name": "tr"}, "spec": {"subscriber": {"ref": ref}}}
+    h.container.triggers.put("ns", "tr", trigger)
+    h.send()
+    assert h.deliver_once("tr")["batchItemFailures"] == []
+    [sent] = h.sender.sent
+    assert sent.url == "https://s.example/"
+    assert claims_of(h, bearer(sent.headers), "tx-aud")["sub"] == (
+        "system:serviceaccount:ns:trigger-tr"
+    )

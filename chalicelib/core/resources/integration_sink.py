@@ -224,9 +224,9 @@ def integration_sink_status(
     }
 
 
-def ref_json(name: str) -> dict[str, str]:
-    """A Destination's ``ref`` to the IntegrationSink ``name``."""
-    return {"apiVersion": API_VERSION, "kind": KIND, "name": name}
+def address_path(namespace: str, name: str) -> str:
+    """The sink's own path in the API: a dead letter's knativeerrordest once it is deleted."""
+    return f"/apis/{API_VERSION}/namespaces/{namespace}/{PLURAL}/{name}"
 
 
 INTEGRATION_SINKS: ResourceKind[IntegrationSink] = ResourceKind(
