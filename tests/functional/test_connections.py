@@ -547,3 +547,18 @@ def test_secrets_appear_nowhere_but_the_requests(
         for secret in PLANTED:
             assert secret not in text, f"{secret} found in {where}"
         assert base64.b64encode(f"broker:{PASSWORD}".encode()).decode() not in text, where
+
+
+def test_ca_certs_on_an_event_transform_sink_are_refused_not_dropped(
+    world: World, ca_pem: str
+) -> None:
+    body = {
+        "metadata": {"name": "tx"},
+        "spec": {
+            "jsonata": {"expression": "$"},
+            "sink": {"uri": "https://sink.example/", "CACerts": ca_pem},
+        },
+    }
+    with pytest.raises(ValidationError) as raised:
+        world.h.container.event_transforms.put("ns", "tx", body)
+    assert [p.field for p in raised.value.problems] == ["spec.sink.CACerts"]

@@ -143,7 +143,7 @@ def parse_delivery(value: object, path: str, problems: list[Problem]) -> Deliver
         found = refs.parse_ref(raw_sink, sink_path, None, (refs.SINK,), problems)
         sink_ref = found[1] if found else None
     else:
-        sink = parse_destination(raw_sink, sink_path, problems, audience=True)
+        sink = parse_destination(raw_sink, sink_path, problems, audience=True, ca_certs=True)
     audience = parse_audience(raw_sink, sink_path, problems)
     ca_certs = parse_ca_certs(raw_sink, sink_path, problems)
     fmt = _choice(raw.get("format"), DELIVERY_FORMATS, f"{path}.format", problems)
@@ -179,10 +179,11 @@ def parse_destination(
     *,
     required: bool = False,
     audience: bool = False,
+    ca_certs: bool = False,
 ) -> str | None:
     """A Knative Destination, of which only the ``uri`` form is supported (no Kubernetes here to
-    resolve a ``ref``); ``audience``: the caller reads its audience and CACerts
-    (``parse_audience``, ``parse_ca_certs``), which other destinations do not take."""
+    resolve a ``ref``); ``audience``, ``ca_certs``: the caller reads its audience
+    (``parse_audience``), its CACerts (``parse_ca_certs``); other destinations refuse them."""
     if value is None:
         if required:
             problems.append(Problem(path, "is required: give it a uri (an absolute http(s) URL)"))
@@ -196,8 +197,8 @@ def parse_destination(
                 "put the absolute http(s) URL of the service in uri",
             )
         )
-    for unsupported in () if audience else ("CACerts", "audience"):
-        if unsupported in raw:
+    for unsupported, taken in (("CACerts", ca_certs), ("audience", audience)):
+        if unsupported in raw and not taken:
             problems.append(Problem(f"{path}.{unsupported}", "is not supported here"))
     _unknown_fields(raw, ("uri", "ref", "CACerts", "audience"), path, problems)
     uri = raw.get("uri")

@@ -174,7 +174,10 @@ def _parse_subscriber(
     EventTransform or an IntegrationSink of the trigger's namespace."""
     path = "spec.subscriber"
     if not (isinstance(value, Mapping) and "ref" in value):
-        return parse_destination(value, path, problems, required=True, audience=True), None, None
+        destination = parse_destination(
+            value, path, problems, required=True, audience=True, ca_certs=True
+        )
+        return destination, None, None
     found = refs.parse_ref(value, path, namespace, (refs.TRANSFORM, refs.SINK), problems)
     if found is None:
         return None, None, None
