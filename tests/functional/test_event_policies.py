@@ -538,3 +538,33 @@ def test_policies_are_read_with_the_broker_config_not_per_event() -> None:
     for i in range(1, 21):
         assert post(h, secret=secret, id_=str(i)).status == 202
     assert h.store.calls == before
+
+
+def test_another_containers_ingress_applies_a_change_once_its_cache_ttl_has_passed() -> None:
+    from chalicelib.services.routing import ConfigCache, load_broker_config
+
+    h = harness()
+    h.broker()
+    identity, _ = token(h)
+    now = [0.0]
+    other = ConfigCache(  # another container's cache over the same store, on a clock of its own
+        lambda ns, name: load_broker_config(h.store, h.settings.queue_prefix, ns, name),
+        5.0,
+        clock=lambda: now[0],
+        epoch=h.store.epoch,
+    )
+
+    def rules() -> list[str]:
+        config = other.get("ns", "default")
+        assert config is not None
+        return [r.policy for r in config.policies]
+
+    assert rules() == []
+    policy(h, "producer", from_=[{"sub": identity}])
+    now[0] = 4.9
+    assert rules() == []  # within the TTL: the configuration it has
+    now[0] = 5.0
+    assert rules() == ["producer"]
+    h.container.event_policies.delete("ns", "producer")
+    now[0] = 10.0
+    assert rules() == []
