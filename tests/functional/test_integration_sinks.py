@@ -324,3 +324,21 @@ def test_an_event_transform_sink_takes_an_audience_and_delivery_carries_its_toke
     assert claims_of(h, bearer(sent.headers), "tx-aud")["sub"] == (
         "system:serviceaccount:ns:trigger-tr"
     )
+
+
+def test_the_registry_names_the_sinks_a_trigger_refers_to() -> None:
+    from chalicelib.core.registry.entities import trigger_definition
+
+    h, _ = setup()
+    body = {
+        "metadata": {"name": "tr"},
+        "spec": {
+            "subscriber": {"ref": sink_ref()},
+            "delivery": {"deadLetterSink": {"ref": sink_ref("dls")}},
+        },
+    }
+    h.container.triggers.put("ns", "tr", body)
+    trigger = h.container.control_plane.triggers.require("ns", "tr").resource
+    found = json.dumps(trigger_definition(trigger, None, "http://api.example/").attributes)
+    sinks = "http://api.example/apis/sinks.knative.dev/v1alpha1/namespaces/ns/integrationsinks"
+    assert f'"{sinks}/sink"' in found and f'"deadlettersink": "{sinks}/dls"' in found

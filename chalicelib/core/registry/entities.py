@@ -29,6 +29,7 @@ from chalicelib.core.resources.broker import Broker
 from chalicelib.core.resources.broker import ingress_url as broker_ingress_url
 from chalicelib.core.resources.delivery_spec import DeliverySpec
 from chalicelib.core.resources.event_transform import address_path
+from chalicelib.core.resources.integration_sink import address_path as sink_path
 from chalicelib.core.resources.trigger import Trigger, effective_delivery
 
 SPECVERSION = "1.0-rc4"
@@ -251,8 +252,10 @@ def seen_message(seen: SeenType) -> dict[str, Any]:
 
 
 def _subscriber_uri(trigger: Trigger, base_url: str) -> str:
-    """The subscriber's URI; for a ``subscriber.ref`` to an EventTransform, its address
-    (docs/transforms.md)."""
+    """The subscriber's URI; for a ``subscriber.ref`` to an EventTransform or an IntegrationSink,
+    its address (docs/transforms.md, docs/targets.md)."""
+    if trigger.subscriber_sink is not None:
+        return base_url.rstrip("/") + sink_path(trigger.namespace, trigger.subscriber_sink)
     if trigger.subscriber_ref is None:
         return trigger.subscriber_uri
     return base_url.rstrip("/") + address_path(trigger.namespace, trigger.subscriber_ref)
@@ -286,7 +289,7 @@ def trigger_definition(trigger: Trigger, broker: Broker | None, base_url: str) -
                 ],
             }
         ),
-        "delivery": delivery_extension(delivery),
+        "delivery": _trigger_delivery(delivery, ns, base_url),
     }
     return Definition(
         trigger_endpoint_id(ns, b, name),
@@ -294,6 +297,14 @@ def trigger_definition(trigger: Trigger, broker: Broker | None, base_url: str) -
         trigger.creation_timestamp,
         (trigger.uid, trigger.generation),
     )
+
+
+def _trigger_delivery(delivery: DeliverySpec, namespace: str, base_url: str) -> dict[str, Any]:
+    out = delivery_extension(delivery)
+    if delivery.dead_letter_sink_ref is not None:  # an IntegrationSink: its address
+        address = sink_path(namespace, delivery.dead_letter_sink_ref)
+        out["deadlettersink"] = base_url.rstrip("/") + address
+    return out
 
 
 def delivery_extension(delivery: DeliverySpec) -> dict[str, Any]:
