@@ -258,6 +258,8 @@ def describe_broker(doc: Mapping[str, Any]) -> None:
     _metadata(doc)
     status = doc.get("status") or {}
     _field("Address", (status.get("address") or {}).get("url"))
+    # The EventPolicies that apply (docs/security.md): who may send to it.
+    _field("Policies", ", ".join(str(p.get("name")) for p in status.get("policies") or []))
     _delivery((doc.get("spec") or {}).get("delivery"))
     conditions_table(doc)
 
