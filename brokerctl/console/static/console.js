@@ -65,6 +65,8 @@ async function loadResources() {
       cell(row, st);
       cell(row, reason, "wrap");
       cell(row, b.status && b.status.address ? b.status.address.url : "", "wrap");
+      // The EventPolicies that apply: who may send to it (docs/security.md).
+      cell(row, ((b.status && b.status.policies) || []).map((p) => p.name).join(", "), "wrap");
     }
     const tt = $("triggers").tBodies[0];
     tt.replaceChildren();
