@@ -151,11 +151,12 @@ def trigger_table(items: Sequence[Mapping[str, Any]], namespace: str) -> None:
 
 
 def _subscriber(trigger: Mapping[str, Any]) -> str:
-    """A trigger's subscriber URI, or ``eventtransform/NAME`` for a ref (docs/transforms.md)."""
+    """A trigger's subscriber URI, or ``KIND/NAME`` for a ref (``eventtransform/NAME``,
+    ``integrationsink/NAME``; docs/transforms.md, docs/targets.md)."""
     subscriber = (trigger.get("spec") or {}).get("subscriber") or {}
     ref = subscriber.get("ref")
     if isinstance(ref, Mapping):
-        return f"eventtransform/{ref.get('name', '')}"
+        return f"{str(ref.get('kind', '')).lower()}/{ref.get('name', '')}"
     return str(subscriber.get("uri", ""))
 
 

@@ -37,3 +37,18 @@ def test_an_audience_with_an_integration_sink_is_a_usage_error(
     r = cli("trigger", "create", "t", "--integration-sink", "s3", "--audience", "a")
     assert r.code != 0 and "--audience" in r.err
     assert api.seen == []
+
+
+def test_trigger_list_names_the_kind_a_subscriber_ref_points_at(
+    api: RecordingApi, cli: Runner
+) -> None:
+    transform = {**SINK_REF, "kind": "EventTransform", "name": "tx"}
+    items = [
+        {"metadata": {"name": n}, "spec": {"broker": "default", "subscriber": {"ref": ref}}}
+        for n, ref in (("to-sink", SINK_REF), ("to-tx", transform))
+    ]
+    path = "/apis/eventing.knative.dev/v1/namespaces/default/triggers"
+    api.answer("GET", path, doc={"items": items})
+    r = cli("trigger", "list")
+    assert r.code == 0, r.err
+    assert "integrationsink/s3" in r.out and "eventtransform/tx" in r.out
