@@ -33,7 +33,8 @@ MAX_TOKEN_SECONDS = 3600.0  # a token is fetched again at least this often
 TOKEN_MARGIN_SECONDS = 30.0  # fetched again this long before it expires
 MAX_TOKEN_ANSWER_BYTES = 64 * 1024
 MAX_TOKEN_CHARS = 8192
-MAX_ENTRIES = 1024
+MAX_SECRET_CHARS = 8192  # an API key, a password, a client secret (Secrets Manager allows 64 KiB)
+MAX_ENTRIES = 256  # per cache: with the limits above, a few MB per container at worst
 TOKEN_TIMEOUT_SECONDS = 10.0
 
 K = TypeVar("K")
@@ -169,6 +170,10 @@ class ConnectionAuth:
                 value = self._secrets.get_string(arn)
             except UnavailableError as exc:
                 raise ConnectionAuthError(f"secret {exc.detail}") from None
+            if len(value) > MAX_SECRET_CHARS:
+                raise ConnectionAuthError(
+                    f"secret {arn} is longer than {MAX_SECRET_CHARS} characters"
+                )
             self._values.put(arn, value, self._secret_ttl)
         return value
 
