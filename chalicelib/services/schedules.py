@@ -39,7 +39,7 @@ from typing import Any
 from chalicelib.core.cloudevents import codec
 from chalicelib.core.cloudevents.event import CloudEvent
 from chalicelib.core.cron import Expression
-from chalicelib.core.errors import BrokerError, Problem, UnavailableError
+from chalicelib.core.errors import BrokerError, ForbiddenError, Problem, UnavailableError
 from chalicelib.core.schedules import (
     Firing,
     Schedule,
@@ -183,7 +183,10 @@ class Pings:
             self._ingress.ingest(config, [event], {}, sender=firing.sender)
         except UnavailableError:
             raise
-        except BrokerError as exc:  # refused (an EventPolicy, the broker's limits): not retried
+        except ForbiddenError as exc:  # archived and counted as ingress does (docs/security.md)
+            self._ingress.refuse(sink.namespace, sink.broker, "unauthorized", exc, [event])
+            return f"{type(exc).__name__}: {exc.detail}"
+        except BrokerError as exc:  # refused (the broker's limits): not retried
             return f"{type(exc).__name__}: {exc.detail}"
         return None
 

@@ -9,6 +9,7 @@ import copy
 import json
 from collections.abc import Iterator
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -568,3 +569,34 @@ def test_another_containers_ingress_applies_a_change_once_its_cache_ttl_has_pass
     h.container.event_policies.delete("ns", "producer")
     now[0] = 10.0
     assert rules() == []
+
+
+@pytest.mark.parametrize("admitted", [True, False])
+def test_a_ping_source_is_a_sender_by_reference(admitted: bool) -> None:
+    from app import pings
+    from chalicelib.core.schedules import scheduled_input
+    from chalicelib.services.schedules import Scheduling
+    from tests.fakes.schedules import MemorySchedules
+
+    h = harness()
+    schedules = MemorySchedules()
+    h.container.scheduling = Scheduling(schedules, h.settings.queue_prefix)  # type: ignore[misc]
+    h.broker()
+    h.trigger("t1")
+    name = "tick" if admitted else "other"
+    ref = {"apiVersion": "sources.knative.dev/v1", "kind": "PingSource", "name": name}
+    policy(h, "pings", from_=[{"ref": ref}])
+    sink = {"ref": {"apiVersion": "eventing.knative.dev/v1", "kind": "Broker", "name": "default"}}
+    body = {"metadata": {"name": "tick"}, "spec": {"schedule": "* * * * *", "sink": sink}}
+    h.container.ping_sources.put("ns", "tick", body)
+    (deployed,) = schedules.schedules.values()
+    use_container(h.container)
+    try:
+        answer = pings(scheduled_input(deployed.input, datetime(2026, 11, 28, tzinfo=UTC)), None)
+    finally:
+        use_container(None)
+    assert answer["sent"] is admitted, answer
+    assert h.queues.depth(h.queue_of("t1")) == (1 if admitted else 0)
+    if not admitted:
+        assert [(r["status"], r["reason"]) for r in rejections(h)] == [(403, "unauthorized")]
+        assert unauthorized_count(h) == 1
