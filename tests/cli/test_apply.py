@@ -400,3 +400,29 @@ def test_paths_that_do_not_exist_are_usage_errors(ctl: Ctl, tmp_path: Path):
     assert r.code == 2 and "does not exist" in r.err
     r = ctl("apply", "-f", str(tmp_path))
     assert r.code == 2 and "no .yaml, .yml or .json files" in r.err
+
+
+def test_a_write_that_fails_stops_the_documents_after_it_unless_continue(h: Harness, ctl: Ctl):
+    """The Replay's dry run cannot judge it (its broker comes first in the same apply); its write
+    is refused (it names a trigger the broker lacks), and the Trigger after it is not written."""
+    broker = b"apiVersion: eventing.knative.dev/v1\nkind: Broker\nmetadata: {name: default}\n"
+    replay = (CORPUS / "06-replay.yaml").read_bytes()  # names trigger commerce-orders
+    trigger = b"apiVersion: eventing.knative.dev/v1\nkind: Trigger\nmetadata: {name: after}\n"
+    trigger += b"spec: {subscriber: {uri: 'http://ok.example/'}}\n"
+    docs = b"---\n".join([broker, replay, trigger])
+    r = ctl("apply", "-f", "-", stdin=docs)
+    assert r.code == 1
+    assert lines(r) == ["broker.eventing.knative.dev/default created"]
+    assert "<stdin>, document 2 (replay.eventing.knative.dev/last-outage): " in r.err
+    assert "spec.triggers[0]" in r.err
+    assert "stopped: the 1 documents after it were not applied (--continue applies them)" in r.err
+    assert stored(h, "trigger") == [] and stored(h, "replay") == []
+
+    h.container.brokers.delete("shop", "default")
+    r = ctl("apply", "-f", "-", "--continue", stdin=docs)
+    assert r.code == 1
+    assert lines(r) == [
+        "broker.eventing.knative.dev/default created",
+        "trigger.eventing.knative.dev/after created",
+    ]
+    assert stored(h, "trigger") == ["after"] and stored(h, "replay") == []
