@@ -157,10 +157,8 @@ def _apply(args: argparse.Namespace, client: BrokerClient) -> int:
             refused.append(str(err))
             if not args.continue_on_error:
                 left = len(planned) - i - 1
-                output.error(
-                    f"stopped: the {left} documents after it were not applied "
-                    "(--continue applies them)"
-                )
+                rest = f"{left} document{'' if left == 1 else 's'}"
+                output.error(f"stopped: {rest} after it not applied (--continue applies them)")
                 return 1
             continue
         output.say(f"{p.manifest.ref} {p.outcome}")
