@@ -562,3 +562,31 @@ def test_ca_certs_on_an_event_transform_sink_are_refused_not_dropped(
     with pytest.raises(ValidationError) as raised:
         world.h.container.event_transforms.put("ns", "tx", body)
     assert [p.field for p in raised.value.problems] == ["spec.sink.CACerts"]
+
+
+@pytest.mark.parametrize(
+    ("annotation", "spec"),
+    [
+        ("serverless-broker/connection", {"subscriber": {"uri": "kafka://k:9092/t"}}),
+        (
+            "serverless-broker/connection",
+            {"subscriber": {"uri": "arn:aws:sqs:us-east-1:123456789012:q"}},
+        ),
+        (
+            "serverless-broker/dead-letter-connection",
+            {
+                "subscriber": {"uri": SUB},
+                "delivery": {"deadLetterSink": {"uri": "arn:aws:sqs:us-east-1:123456789012:q"}},
+            },
+        ),
+    ],
+)
+def test_a_connection_on_a_destination_not_called_over_http_is_refused(
+    world: World, annotation: str, spec: dict[str, Any]
+) -> None:
+    body = {"metadata": {"name": "t", "annotations": {annotation: "api"}}, "spec": spec}
+    with pytest.raises(ValidationError) as raised:
+        world.h.container.triggers.put("ns", "t", body)
+    [problem] = raised.value.problems
+    assert problem.field == f"metadata.annotations[{annotation}]"
+    assert "http(s)" in problem.message

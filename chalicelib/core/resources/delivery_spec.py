@@ -289,18 +289,22 @@ def _is_certificate(block: str) -> bool:
 
 
 def connection_problems(
-    annotations: Mapping[str, str], audiences: Mapping[str, str | None]
+    annotations: Mapping[str, str], destinations: Mapping[str, tuple[str | None, str | None]]
 ) -> list[Problem]:
-    """A trigger's connection annotations: Connection names, and not with an ``audience`` on
-    the same destination (both would set its Authorization). ``audiences``: each annotation →
-    the audience of the destination it applies to."""
+    """A trigger's connection annotations: Connection names, for a destination called over
+    HTTP, and not with an ``audience`` on it (both would set its Authorization).
+    ``destinations``: each annotation → the uri and the audience of the destination it names."""
     problems: list[Problem] = []
-    for annotation, audience in audiences.items():
+    for annotation, (uri, audience) in destinations.items():
         value = annotations.get(annotation)
         if value is None:
             continue
         path = f"metadata.annotations[{annotation}]"
         problems += name_problems(value, path, what="Connection name")
+        if uri and urlsplit(uri).scheme.lower() not in ("http", "https"):
+            problems.append(
+                Problem(path, "applies to an http(s) destination only (its requests carry it)")
+            )
         if audience is not None:
             problems.append(
                 Problem(path, "set either a connection or an audience for a destination, not both")

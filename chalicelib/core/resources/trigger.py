@@ -138,9 +138,11 @@ def _parse_trigger(
     problems += connection_problems(
         annotations,
         {
-            CONNECTION_ANNOTATION: audience,
+            CONNECTION_ANNOTATION: (subscriber, audience),
             DEAD_LETTER_CONNECTION_ANNOTATION: (
-                delivery.dead_letter_sink_audience if delivery is not None else None
+                (delivery.dead_letter_sink_uri, delivery.dead_letter_sink_audience)
+                if delivery is not None
+                else (None, None)
             ),
         },
     )
