@@ -149,7 +149,8 @@ def _token_create(args: argparse.Namespace, client: BrokerClient) -> None:
         output.say(doc["token"])
         output.warn(
             f"token {doc.get('id')} of broker {args.broker!r} is shown only once: store it now "
-            "(send it as 'Authorization: Bearer <token>', or with brokerctl send --token)"
+            "(send it as 'Authorization: Bearer <token>', or with brokerctl send --token); "
+            f"EventPolicies name its sender {doc.get('identity')}"
         )
 
     show(args, doc, human)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from chalicelib.core import tokens
+from chalicelib.core import senders, tokens
 from chalicelib.core.clock import rfc3339, utcnow
 from chalicelib.core.errors import ConflictError, NotFoundError
 from chalicelib.core.resources.broker import BROKERS
@@ -73,6 +73,7 @@ class Tokens:
         return {
             "id": token_id,
             "broker": broker,
+            "identity": senders.token(namespace, token_id),  # what EventPolicies name
             "createdAt": created,
             "token": secret,
             "note": "Store this token now: it is shown only once.",
@@ -81,7 +82,12 @@ class Tokens:
     def list(self, namespace: str, broker: str) -> dict[str, Any]:
         self._require_broker(namespace, broker)
         items = [
-            {"id": t.name, "broker": broker, "createdAt": t.doc.get("createdAt")}
+            {
+                "id": t.name,
+                "broker": broker,
+                "identity": senders.token(namespace, t.name),
+                "createdAt": t.doc.get("createdAt"),
+            }
             for t in self._store.list(TOKEN, namespace)
             if t.doc.get("broker") == broker
         ]

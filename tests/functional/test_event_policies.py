@@ -46,7 +46,8 @@ def policy(h: Harness, name: str, ns: str = "ns", **spec: Any) -> dict[str, Any]
 def token(h: Harness, broker: str = "default") -> tuple[str, str]:
     """(identity, secret) of a new ingress token of the broker."""
     created = h.container.tokens.create("ns", broker)
-    return f"token:ns:{created['id']}", created["token"]
+    assert created["identity"] == f"token:ns:{created['id']}"
+    return created["identity"], created["token"]
 
 
 def post(
