@@ -134,7 +134,7 @@ class Settings:
     pings_function_arn: str = (
         f"arn:aws:lambda:us-east-1:123456789012:function:{APP_NAME}-local-pings"
     )
-    scheduler_role_arn: str = f"arn:aws:iam::123456789012:role/{APP_NAME}-local-scheduler"
+    scheduler_role_arn: str = f"arn:aws:iam::123456789012:role/{APP_NAME}-local-us-east-1-scheduler"
     # Who may send to a broker that authenticates its senders (ingress-auth: token) when no
     # EventPolicy applies to it (docs/security.md): allow-same-namespace, allow-all or deny-all.
     authorization_default_mode: str = ALLOW_SAME_NAMESPACE
@@ -230,7 +230,8 @@ class Settings:
                 f"{base}-pings",
             ),
             scheduler_role_arn=get(
-                "BROKER_SCHEDULER_ROLE_ARN", f"arn:aws:iam::123456789012:role/{base}-scheduler"
+                "BROKER_SCHEDULER_ROLE_ARN",
+                f"arn:aws:iam::123456789012:role/{base}-{get('AWS_REGION', 'us-east-1')}-scheduler",
             ),
             authorization_default_mode=(
                 env.get("BROKER_AUTHORIZATION_DEFAULT_MODE") or ALLOW_SAME_NAMESPACE

@@ -433,8 +433,8 @@ def test_deployed_api_answers_unknown_paths_with_a_404_problem(session: Any) -> 
 
 def moto_leftovers(session: Any, template: dict[str, Any], r: Resolver) -> list[str]:
     """Deletes what moto's stack deletion leaves and AWS's deletes (DeletionPolicy: Delete): the
-    log groups and the claim bucket. Returns their names."""
-    logs, s3 = session.client("logs"), session.client("s3")
+    log groups, the claim bucket and a role it skips (the scheduler role). Returns their names."""
+    logs, s3, iam = session.client("logs"), session.client("s3"), session.client("iam")
     left = []
     for logical_id, resource in template["Resources"].items():
         if resource.get("DeletionPolicy") == "Retain":
@@ -449,6 +449,13 @@ def moto_leftovers(session: Any, template: dict[str, Any], r: Resolver) -> list[
             if bucket in {b["Name"] for b in s3.list_buckets()["Buckets"]}:
                 s3.delete_bucket(Bucket=bucket)
                 left.append(bucket)
+        elif resource["Type"] == "AWS::IAM::Role":
+            role = r.ref(logical_id)
+            if role in {x["RoleName"] for x in iam.list_roles()["Roles"]}:
+                for policy in iam.list_role_policies(RoleName=role)["PolicyNames"]:
+                    iam.delete_role_policy(RoleName=role, PolicyName=policy)
+                iam.delete_role(RoleName=role)
+                left.append(role)
     return left
 
 

@@ -36,6 +36,7 @@ LAMBDAS = (
         for fn in ("delivery", "dead_letter", "reconciler", "replayer")
     ),
     f"serverless-broker-{STAGE}-kafka_ingress",
+    f"serverless-broker-{STAGE}-pings",
 )
 QUEUE_RW = {
     "sqs:ChangeMessageVisibility", "sqs:CreateQueue", "sqs:DeleteMessage", "sqs:DeleteQueue",
@@ -88,6 +89,16 @@ ALLOWLIST: dict[str, Allowed] = {
         "the DLQs of ordered triggers are FIFO queues, whose names must end in .fifo "
         "(docs/ordering.md)",
     ),
+    f"arn:aws:scheduler:{REGION}:{ACCOUNT}:schedule/default/sb-{STAGE}-*": _allow(
+        {
+            "scheduler:CreateSchedule",
+            "scheduler:DeleteSchedule",
+            "scheduler:GetSchedule",
+            "scheduler:UpdateSchedule",
+        },
+        "the sources' schedules are created by the control plane at run time (one per "
+        "PingSource or timer, docs/sources.md); the stage's queue prefix names them",
+    ),
     f"{SQS}:*": _allow(
         "sqs:ListQueues",
         "ListQueues authorises against the account's queue namespace (arn:...:sqs:region:"
@@ -106,12 +117,14 @@ ALLOWLIST: dict[str, Allowed] = {
         {
             "lambda:CreateEventSourceMapping",
             "lambda:ListEventSourceMappings",
+            "scheduler:ListSchedules",
             "cloudwatch:PutMetricData",
             *ENI,
             *XRAY,
         },
         "actions with no resource-level permissions: CreateEventSourceMapping (limited by the "
-        "lambda:FunctionArn condition), ListEventSourceMappings (read-only), PutMetricData "
+        "lambda:FunctionArn condition), ListEventSourceMappings and ListSchedules (read-only; "
+        "the reconciler filters schedules by the stage's prefix), PutMetricData "
         "(limited to the Glue namespace by condition), the ENI actions Lambda needs to reach "
         "a Kafka cluster inside a VPC (AWSLambdaVPCAccessExecutionRole uses * as well), and the "
         "X-Ray writes of active tracing (AWSXRayDaemonWriteAccess uses * as well)",
@@ -470,7 +483,7 @@ def test_functions_that_carry_archive_records_may_put_late_ones_under_archive(
                 "Resource": f"{ARCHIVE}/archive/*/late-*",
             }
         ], fn
-    assert sorted(writers) == ["api_handler", "dead_letter", "delivery"]
+    assert sorted(writers) == ["api_handler", "dead_letter", "delivery", "pings"]
 
 
 @pytest.mark.parametrize("fn", ["api_handler", "reconciler"])
