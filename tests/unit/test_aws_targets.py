@@ -48,7 +48,8 @@ def test_target_arns_are_read(arn: str, service: str, name: str) -> None:
 @pytest.mark.parametrize(
     ("arn", "says"),
     [
-        (A.format("s3", "bucket"), "SERVICE one of"),
+        (A.format("s3", "bucket"), "arn:aws:s3:::BUCKET"),  # a bucket's ARN names neither
+        ("arn:aws:s3:::Bad_Bucket", "BUCKET (arn:aws:s3:::BUCKET)"),
         (A.format("lambda", "orders"), "function:NAME"),
         (A.format("lambda", "function:a:b:c"), "function:NAME"),
         (A.format("states", "execution:flow:x"), "stateMachine:NAME"),

@@ -84,7 +84,8 @@ def parse_arn(uri: str) -> TargetArn | None:
     form = _RESOURCES.get(service)
     if form is None or not form[0].fullmatch(resource):
         return None
-    if (service in _GLOBAL) != (found["region"] == found["account"] == ""):
+    named = (bool(found["region"]), bool(found["account"]))
+    if named != ((False, False) if service in _GLOBAL else (True, True)):
         return None
     return TargetArn(uri, found["partition"], service, found["region"], found["account"], resource)
 
@@ -95,6 +96,20 @@ def arn_problems(value: str, path: str) -> list[Problem]:
     if parse_arn(value) is not None:
         return []
     found = _ARN.fullmatch(value) if len(value) <= MAX_ARN_CHARS else None
+    if found is not None and found["service"] in _GLOBAL and (found["region"] or found["account"]):
+        return [
+            Problem(
+                path,
+                f"{quote(value)} names a region or account, which a bucket's ARN does not: "
+                "arn:aws:s3:::BUCKET",
+            )
+        ]
+    if (
+        found is not None
+        and found["service"] not in _GLOBAL
+        and not (found["region"] and found["account"])
+    ):
+        found = None  # said below: the form with its region and account
     if found is not None and found["service"] in _RESOURCES:
         form = _RESOURCES[found["service"]][1]
         return [
