@@ -19,6 +19,7 @@ from chalicelib.core.authorization import Decision, Rule, compile_rule
 from chalicelib.core.clock import utcnow
 from chalicelib.core.cloudevents.json_format import event_from_object
 from chalicelib.core.errors import ConflictError, Problem, ValidationError
+from chalicelib.core.names import name_problems
 from chalicelib.core.resources.broker import BROKERS, Broker
 from chalicelib.core.resources.event_policy import (
     API_VERSION,
@@ -132,9 +133,9 @@ class PolicyTest:
             if key not in _TEST_FIELDS:
                 where = str(key)[:64]
                 problems.append(Problem(where, f"unknown field; known: {', '.join(_TEST_FIELDS)}"))
+        problems += name_problems(namespace, "path.namespace", what="namespace")
         broker_name = body.get("broker", "default")
-        if not isinstance(broker_name, str) or not broker_name:
-            problems.append(Problem("broker", "must be a broker name"))
+        problems += name_problems(broker_name, "broker", what="broker name")
         identity = body.get("identity")
         if identity is not None and (not isinstance(identity, str) or not identity):
             problems.append(Problem("identity", "must be a sender identity, or null: anonymous"))
