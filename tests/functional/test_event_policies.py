@@ -524,6 +524,10 @@ def test_call_says_who_may_post_what(api: tuple[Harness, Client]) -> None:
     assert {"identity", "broker", "x"} <= fields and any(f.startswith("event.") for f in fields)
     missing = call(client, "post", path, {"identity": identity, "event": event, "broker": "nope"})
     assert missing.status_code == 404
+    # Checked as a name before the store is read with it.
+    invalid = call(client, "post", path, {"event": event, "broker": "Not A Name" * 300})
+    assert invalid.status_code == 400
+    assert [e["field"] for e in json.loads(invalid.body)["errors"]] == ["broker"]
 
 
 # ---- what the ingress reads --------------------------------------------------------------------
