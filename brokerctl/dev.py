@@ -312,8 +312,8 @@ class LocalRuntime:
         from chalicelib.adapters.scheduler_schedules import SchedulerSchedules
 
         self.schedules = LocalSchedules(
-            SchedulerSchedules(container.clients, "", ""), settings.queue_prefix,
-            chalice_app.pings, say, function_name=settings.pings_function_arn.rsplit(":", 1)[-1],
+            SchedulerSchedules(container.clients, settings.region, "", ""), settings.queue_prefix,
+            chalice_app.pings, say, function_name=settings.pings_function,
         )  # fmt: skip
         scheduler_events = container.clients.client("scheduler").meta.events
         for operation in SCHEDULE_OPERATIONS:

@@ -128,13 +128,6 @@ class Settings:
     # §2.5), named from the stage as the template names it (no setting of its own): the stack
     # makes the key, local mode's bootstrap makes it on its endpoint.
     signing_key: str = f"alias/{APP_NAME}-local-signing"
-    # The function EventBridge Scheduler invokes for the sources' schedules (app.py ``pings``),
-    # and the role it assumes to (docs/sources.md): the stack's outputs when deployed; local mode
-    # names them on its endpoint. Schedules are named with ``queue_prefix``.
-    pings_function_arn: str = (
-        f"arn:aws:lambda:us-east-1:123456789012:function:{APP_NAME}-local-pings"
-    )
-    scheduler_role_arn: str = f"arn:aws:iam::123456789012:role/{APP_NAME}-local-us-east-1-scheduler"
     # Who may send to a broker that authenticates its senders (ingress-auth: token) when no
     # EventPolicy applies to it (docs/security.md): allow-same-namespace, allow-all or deny-all.
     authorization_default_mode: str = ALLOW_SAME_NAMESPACE
@@ -224,15 +217,6 @@ class Settings:
                 if s.strip()
             ),
             signing_key=f"alias/{base}-signing",
-            pings_function_arn=get(
-                "BROKER_PINGS_FUNCTION_ARN",
-                f"arn:aws:lambda:{get('AWS_REGION', 'us-east-1')}:123456789012:function:"
-                f"{base}-pings",
-            ),
-            scheduler_role_arn=get(
-                "BROKER_SCHEDULER_ROLE_ARN",
-                f"arn:aws:iam::123456789012:role/{base}-{get('AWS_REGION', 'us-east-1')}-scheduler",
-            ),
             authorization_default_mode=(
                 env.get("BROKER_AUTHORIZATION_DEFAULT_MODE") or ALLOW_SAME_NAMESPACE
             ),
@@ -248,6 +232,18 @@ class Settings:
                 if s.strip()
             ),
         )
+
+    @property
+    def pings_function(self) -> str:
+        """The function EventBridge Scheduler invokes for the sources' schedules (app.py
+        ``pings``; docs/sources.md), named from the stage as the template names it (no setting
+        of its own). Schedules are named with ``queue_prefix``."""
+        return f"{APP_NAME}-{self.stage}-pings"
+
+    @property
+    def scheduler_role(self) -> str:
+        """The role Scheduler assumes to invoke it (the template's SchedulerRole)."""
+        return f"{APP_NAME}-{self.stage}-{self.region}-scheduler"
 
     def require_runnable(self) -> Settings:
         """These settings, or a ConfigurationError naming every problem of the environment they

@@ -355,7 +355,7 @@ class Container:
         from chalicelib.adapters.scheduler_schedules import SchedulerSchedules
 
         s = self.settings
-        schedules = SchedulerSchedules(self.clients, s.pings_function_arn, s.scheduler_role_arn)
+        schedules = SchedulerSchedules(self.clients, s.region, s.pings_function, s.scheduler_role)
         return Scheduling(schedules, s.queue_prefix)
 
     @cached_property

@@ -18,16 +18,37 @@ DEFAULT_GROUP = "default"
 
 class SchedulerSchedules:
     def __init__(
-        self, clients: AwsClients, target_arn: str, role_arn: str, group: str = DEFAULT_GROUP
+        self,
+        clients: AwsClients,
+        region: str,
+        function_name: str,
+        role_name: str,
+        group: str = DEFAULT_GROUP,
     ) -> None:
-        """``target_arn``: the ``pings`` function's ARN; ``role_arn``: the role Scheduler
-        assumes to invoke it (the stack's scheduler role)."""
+        """``function_name``: the ``pings`` function; ``role_name``: the role Scheduler assumes
+        to invoke it (the stack's scheduler role). Their ARNs need the account, asked of STS once
+        (GetCallerIdentity needs no permission)."""
         self._clients = clients
-        self._target_arn = target_arn
-        self._role_arn = role_arn
+        self._region = region
+        self._function = function_name
+        self._role = role_name
         self._group = group
+        self._arns: tuple[str, str] | None = None
+
+    def _target(self) -> tuple[str, str]:
+        """(the function's ARN, the role's ARN)."""
+        if self._arns is None:
+            with translated("STS GetCallerIdentity"):
+                caller = self._clients.client("sts").get_caller_identity()
+            partition, account = str(caller["Arn"]).split(":")[1], str(caller["Account"])
+            self._arns = (
+                f"arn:{partition}:lambda:{self._region}:{account}:function:{self._function}",
+                f"arn:{partition}:iam::{account}:role/{self._role}",
+            )
+        return self._arns
 
     def put(self, schedule: DeployedSchedule) -> None:
+        target_arn, role_arn = self._target()
         request = {
             "Name": schedule.name,
             "GroupName": self._group,
@@ -36,8 +57,8 @@ class SchedulerSchedules:
             "FlexibleTimeWindow": {"Mode": "OFF"},
             "State": "ENABLED",
             "Target": {
-                "Arn": self._target_arn,
-                "RoleArn": self._role_arn,
+                "Arn": target_arn,
+                "RoleArn": role_arn,
                 "Input": schedule.input,
                 "RetryPolicy": RETRY_POLICY,
             },

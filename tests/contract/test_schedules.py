@@ -18,8 +18,8 @@ from chalicelib.ports import DeployedSchedule
 from chalicelib.services.schedules import Scheduling
 from tests.fakes.schedules import MemorySchedules
 
-TARGET = "arn:aws:lambda:us-east-1:123456789012:function:serverless-broker-local-pings"
-ROLE = "arn:aws:iam::123456789012:role/serverless-broker-local-scheduler"
+PINGS = "serverless-broker-local-pings"
+ROLE = "serverless-broker-local-us-east-1-scheduler"
 
 
 @pytest.fixture(params=["memory", "aws"])
@@ -28,7 +28,7 @@ def schedules(request: pytest.FixtureRequest) -> Any:
         return MemorySchedules()
     from chalicelib.adapters.scheduler_schedules import SchedulerSchedules
 
-    return SchedulerSchedules(request.getfixturevalue("aws_clients"), TARGET, ROLE)
+    return SchedulerSchedules(request.getfixturevalue("aws_clients"), "us-east-1", PINGS, ROLE)
 
 
 @pytest.fixture
@@ -45,6 +45,20 @@ def _cron(text: str, tz: str | None = None) -> Any:
 def _schedule(key: str, expression: Any, data: bytes = b"hi") -> Schedule:
     template = EventTemplate({"type": "dev.knative.sources.ping", "source": "/s"}, data)
     return Schedule(key, expression, template, Sink("ns", broker="default"), "source:ns:P:n")
+
+
+def test_the_target_is_the_pings_function_through_the_scheduler_role(
+    aws_clients: Any, prefix: str
+) -> None:
+    """The ARNs the adapter names (the account from STS) are the template's (infra tests)."""
+    from chalicelib.adapters.scheduler_schedules import SchedulerSchedules
+
+    SchedulerSchedules(aws_clients, "us-east-1", PINGS, ROLE).put(
+        DeployedSchedule(f"{prefix}t", "rate(1 minute)", "UTC", "{}")
+    )
+    target = aws_clients.client("scheduler").get_schedule(Name=f"{prefix}t")["Target"]
+    assert target["Arn"] == f"arn:aws:lambda:us-east-1:123456789012:function:{PINGS}"
+    assert target["RoleArn"] == f"arn:aws:iam::123456789012:role/{ROLE}"
 
 
 def test_put_get_replace_and_delete(schedules: Any, prefix: str) -> None:
@@ -104,7 +118,7 @@ def test_an_unreachable_scheduler_is_unavailable(prefix: str) -> None:
     fake = MemorySchedules()
     fake.fail = True
     dead = Settings(endpoint_url="http://127.0.0.1:9", region="us-east-1")
-    for schedules in (fake, SchedulerSchedules(AwsClients(dead), TARGET, ROLE)):
+    for schedules in (fake, SchedulerSchedules(AwsClients(dead), "us-east-1", PINGS, ROLE)):
         with pytest.raises(UnavailableError):
             schedules.put(DeployedSchedule(f"{prefix}a", "rate(1 minute)", "UTC", "{}"))
         with pytest.raises(UnavailableError):

@@ -119,8 +119,6 @@ def test_prod_chalice_stage_agrees_with_the_template(
         "BROKER_ARCHIVE_BUCKET",
         "BROKER_CLAIM_BUCKET",
         "BROKER_METRICS_LOCATION",
-        "BROKER_PINGS_FUNCTION_ARN",  # ARNs: account-specific
-        "BROKER_SCHEDULER_ROLE_ARN",
     }
     settings = Settings.from_env({**env, **declared})
     assert settings.local_mode is False

@@ -3,12 +3,14 @@ scheduler role is assumed by EventBridge Scheduler of this account only and may 
 function only; the API and the reconciler may create, change, read and delete schedules named with
 the stage's prefix only, list them (no resource type), and pass that role, to Scheduler, and no
 other; no other function may touch Scheduler or pass a role. The package holds the same policy
-files (tests/infra/test_chalice_package.py) and imports the two ARNs from the stack."""
+files (tests/infra/test_chalice_package.py); the functions name the role and the function as the
+template does (chalicelib/config.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from chalicelib.config import Settings
 from infra.cfn import Resolver
 from tests.infra.conftest import ACCOUNT, REGION, STAGE
 
@@ -48,9 +50,10 @@ def test_the_scheduler_role_may_only_invoke_the_pings_function(
     ]
     outputs = resolver.outputs()
     assert (outputs["PingsFunctionArn"], outputs["SchedulerRoleArn"]) == (PINGS, ROLE)
-    environment = template["Metadata"]["ServerlessBroker"]["Environment"]
-    assert environment["BROKER_PINGS_FUNCTION_ARN"] == "PingsFunctionArn"
-    assert environment["BROKER_SCHEDULER_ROLE_ARN"] == "SchedulerRoleArn"
+    # The functions name both from the stage and region as the template does.
+    settings = Settings(stage=STAGE, region=REGION)
+    assert PINGS.endswith(f":function:{settings.pings_function}")
+    assert ROLE.endswith(f":role/{settings.scheduler_role}")
     assert "pings" in template["Metadata"]["ServerlessBroker"]["Functions"]
 
 
