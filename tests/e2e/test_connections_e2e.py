@@ -294,8 +294,9 @@ def test_each_connection_authenticates_to_a_real_api(world: World, kind: str) ->
 def test_a_revoked_oauth_token_is_refreshed_once_on_a_401(world: World) -> None:
     world.connection("oauth", auth_of(world, "oauth"))
     world.trigger("oauth", {"uri": f"{world.api_url}/oauth"}, "oauth")
+    first = len(world.apis.seen.get("/oauth", []))  # an earlier test may have sent some
     world.send("oauth")
-    world.delivered("/oauth", 1)
+    world.delivered("/oauth", first + 1)
     issued = world.apis.validator.issued
     world.apis.validator.revoked |= set(world.apis.validator.tokens)  # revoked before expiry
     before = len(world.apis.seen["/oauth"])
