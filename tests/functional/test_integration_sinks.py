@@ -305,6 +305,8 @@ def test_trigger_status_shows_its_audiences() -> None:
     doc, _ = h.container.triggers.put("ns", "tr", body)
     assert doc["status"]["subscriberAudience"] == "sub-aud"
     assert doc["status"]["deadLetterSinkAudience"] == "dead-aud"
+    dead = {"deadLetterSink": {"uri": "https://dead.example/", "audience": "broker-aud"}}
+    assert h.broker(delivery=dead)["status"]["deadLetterSinkAudience"] == "broker-aud"
 
 
 def test_an_event_transform_sink_takes_an_audience_and_delivery_carries_its_token() -> None:

@@ -166,6 +166,8 @@ def broker_status(
         manager.mark_true(DEAD_LETTER_SINK_RESOLVED, "IntegrationSink", said)
     else:
         _mark_dead_letter_sink(manager, broker.delivery.dead_letter_sink_uri, status)
+        if broker.delivery.dead_letter_sink_audience is not None:
+            status["deadLetterSinkAudience"] = broker.delivery.dead_letter_sink_audience
     status["address"] = {"url": address_url}
     status["conditions"] = manager.to_json()
     return status
