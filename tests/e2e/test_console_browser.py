@@ -95,6 +95,12 @@ def test_console_trigger_tail_dead_letter_redrive(
     r = broker.put(ns, "brokers", "default", {"metadata": {"name": "default"}})
     assert r.status_code == 201, r.text
     broker.wait_ready(ns, "brokers", "default")
+    # A second broker with an EventPolicy of its own: its row names it (docs/security.md).
+    assert broker.put(ns, "brokers", "other", {"metadata": {"name": "other"}}).status_code == 201
+    to_other = {"ref": {"apiVersion": "eventing.knative.dev/v1", "kind": "Broker", "name": "other"}}
+    policy = {"metadata": {"name": "audit-only"}, "spec": {"to": [to_other]}}
+    policies = f"{broker.url}/apis/eventing.knative.dev/v1alpha1/namespaces/{ns}/eventpolicies"
+    assert httpx.put(f"{policies}/audit-only", json=policy, timeout=30).status_code == 201
     switch = Switch()
     with EventDisplay(responder=switch) as sink, sync_api.sync_playwright() as pw:
         browser = launch(pw, name, tmp_path)
@@ -106,6 +112,7 @@ def test_console_trigger_tail_dead_letter_redrive(
         page.fill("#namespace", ns)
         page.click("#refresh")
         page.wait_for_selector("#brokers tbody tr >> text=default")
+        page.wait_for_selector("#brokers tbody tr:has-text('other') >> text=audit-only")
 
         # Create the trigger with the form, after testing its filter.
         form = page.locator("#trigger-form")
