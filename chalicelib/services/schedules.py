@@ -39,6 +39,8 @@ from typing import Any
 from chalicelib.core.cloudevents import codec
 from chalicelib.core.cloudevents.event import CloudEvent
 from chalicelib.core.cron import Expression
+from chalicelib.core.delivery.outcomes import Outcome
+from chalicelib.core.delivery.policy import classify
 from chalicelib.core.errors import BrokerError, ForbiddenError, Problem, UnavailableError
 from chalicelib.core.schedules import (
     Firing,
@@ -191,17 +193,23 @@ class Pings:
         return None
 
     def _post(self, firing: Firing, event: CloudEvent) -> str | None:
-        assert firing.sink.uri is not None
+        """The answers mean what they mean to delivery (design.md §2.3): a 2xx is sent, a 400 or
+        a 3xx never will be, the rest is tried again."""
+        uri = firing.sink.uri
+        assert uri is not None
         headers, body = codec.encode_binary(event)
         answer = ""
         for attempt in range(POST_ATTEMPTS):
             if attempt:
                 self._sleep(POST_BACKOFF_SECONDS * 2 ** (attempt - 1))
-            response = self._sender.post(firing.sink.uri, headers, body, POST_TIMEOUT_SECONDS)
-            if response.status is not None and 200 <= response.status < 300:
+            response = self._sender.post(uri, headers, body, POST_TIMEOUT_SECONDS)
+            outcome = classify(response.status, has_reply_event=False, reply_invalid=False)
+            if outcome is Outcome.SUCCESS:
                 return None
             answer = str(response.status or response.error)
-        raise UnavailableError(f"{firing.sink.uri} answered {answer} {POST_ATTEMPTS} times")
+            if outcome is Outcome.DEAD_LETTER:
+                return f"{uri} answered {answer}"
+        raise UnavailableError(f"{uri} answered {answer} {POST_ATTEMPTS} times")
 
     def _failed(self, firing: Firing, event_id: str, reason: str, detail: str) -> None:
         self._metrics.count(FAILURE_METRIC, {"namespace": firing.sink.namespace, "reason": reason})

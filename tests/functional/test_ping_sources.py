@@ -197,6 +197,16 @@ def test_a_uri_sink_that_keeps_failing_fails_the_invocation(h: Harness, client: 
     assert "source_failure_count" in h.container.metrics.prometheus_text()
 
 
+def test_a_uri_sink_that_refuses_is_not_tried_again(h: Harness, client: Client) -> None:
+    h.sender._answers = [HttpResponse(400, {}, b"no")]  # type: ignore[attr-defined]
+    spec = {"sink": {"uri": "http://display.example/ping"}}
+    assert call(client, "put", f"{PS}/hello", body(**spec)).status_code == 201
+    answer = fire(h)  # not raised: Lambda's retries would meet the same answer
+    assert answer["sent"] is False and "answered 400" in answer["reason"]
+    assert len(h.sender.sent) == 1
+    assert 'reason="refused"' in h.container.metrics.prometheus_text()
+
+
 def test_a_missing_broker_is_not_ready_and_its_firing_is_counted(
     h: Harness, client: Client
 ) -> None:
