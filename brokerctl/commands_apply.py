@@ -128,15 +128,39 @@ def _check_all(
     return planned, refused
 
 
+class _Report:
+    """One ``kubectl apply`` line per object, or with ``-o yaml|json`` the objects themselves (as
+    the API answered them; a ``List`` when several), printed at the end."""
+
+    def __init__(self, fmt: str | None, suffix: str = "") -> None:
+        self._fmt = fmt
+        self._suffix = suffix
+        self._docs: list[Any] = []
+
+    def done(self, p: Planned, doc: Any) -> None:
+        if self._fmt:
+            self._docs.append(doc)
+        else:
+            output.say(f"{p.manifest.ref} {p.outcome}{self._suffix}")
+
+    def close(self) -> None:
+        if self._fmt and self._docs:
+            many = {"apiVersion": "v1", "kind": "List", "items": self._docs}
+            output.emit(self._docs[0] if len(self._docs) == 1 else many, self._fmt)
+
+
 @command
 def _apply(args: argparse.Namespace, client: BrokerClient) -> int:
     items = _manifests(args, client)
     planned, refused = _check_all(client, items)
     for line in refused:
         output.error(line)
+    fmt = getattr(args, "output", None)
     if args.dry_run:
+        report = _Report(fmt, " (server dry run)")
         for p in planned:
-            output.say(f"{p.manifest.ref} {p.outcome} (server dry run)")
+            report.done(p, p.would or p.manifest.body)
+        report.close()
         return 1 if refused else 0
     if refused and not args.continue_on_error:
         output.error(
@@ -144,24 +168,26 @@ def _apply(args: argparse.Namespace, client: BrokerClient) -> int:
             "(--continue applies the others)"
         )
         return 1
-    for i, p in enumerate(planned):
-        if p.outcome == "unchanged":
-            output.say(f"{p.manifest.ref} unchanged")
-            continue
-        try:
-            client.put(p.manifest.path, p.manifest.body)
-        except UnreachableError:
-            raise
-        except CliError as err:
-            output.error(_refusal(p.manifest, err))
-            refused.append(str(err))
-            if not args.continue_on_error:
-                left = len(planned) - i - 1
-                rest = f"{left} document{'' if left == 1 else 's'}"
-                output.error(f"stopped: {rest} after it not applied (--continue applies them)")
-                return 1
-            continue
-        output.say(f"{p.manifest.ref} {p.outcome}")
+    report = _Report(fmt)
+    try:
+        for i, p in enumerate(planned):
+            if p.outcome == "unchanged":
+                report.done(p, p.live)
+                continue
+            try:
+                report.done(p, client.put(p.manifest.path, p.manifest.body))
+            except UnreachableError:
+                raise
+            except CliError as err:
+                output.error(_refusal(p.manifest, err))
+                refused.append(str(err))
+                if not args.continue_on_error:
+                    left = len(planned) - i - 1
+                    rest = f"{left} document{'' if left == 1 else 's'}"
+                    output.error(f"stopped: {rest} after it not applied (--continue applies them)")
+                    return 1
+    finally:
+        report.close()
     return 1 if refused else 0
 
 

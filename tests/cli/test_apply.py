@@ -426,3 +426,19 @@ def test_a_write_that_fails_stops_the_documents_after_it_unless_continue(h: Harn
         "trigger.eventing.knative.dev/after created",
     ]
     assert stored(h, "trigger") == ["after"] and stored(h, "replay") == []
+
+
+def test_output_prints_the_objects_as_the_api_answered(h: Harness, ctl: Ctl):
+    r = ctl("apply", "-f", str(CORPUS / "03-subscriptions-api.yaml"), "-o", "json")
+    assert r.code == 0, r.err
+    listing = json.loads(r.out)
+    assert listing["kind"] == "List"
+    assert [i["metadata"]["name"] for i in listing["items"]] == [
+        "commerce-orders",
+        "payments-not-test",
+    ]
+    assert all(i["metadata"]["uid"] and i["status"]["conditions"] for i in listing["items"])
+    r = ctl("apply", "-f", str(CORPUS / "02-broker.yaml"), "-o", "yaml", "--dry-run")
+    doc = yaml.safe_load(r.out)
+    assert (doc["kind"], doc["spec"]["delivery"]["retry"]) == ("Broker", 5)
+    assert stored(h, "broker") == []
