@@ -12,6 +12,7 @@ from chalicelib.config import Settings
 from chalicelib.container import Container
 from chalicelib.core import names
 from chalicelib.ports import HttpResponse
+from chalicelib.services.schedules import Scheduling
 from tests.fakes import (
     ACCOUNT,
     REGION,
@@ -25,6 +26,7 @@ from tests.fakes import (
     ScriptedSender,
 )
 from tests.fakes.kafka_offsets import MemoryKafkaOffsets
+from tests.fakes.schedules import MemorySchedules
 
 CP = "/apis/eventing.knative.dev/v1/namespaces"
 
@@ -60,6 +62,8 @@ class Harness:
         c.rate_limiter = self.rate  # type: ignore[misc]
         self.kafka_offsets = MemoryKafkaOffsets()
         c.kafka_offsets = self.kafka_offsets  # type: ignore[misc]
+        self.schedules = MemorySchedules()  # the sources' schedules (docs/sources.md)
+        c.scheduling = Scheduling(self.schedules, self.settings.queue_prefix)  # type: ignore[misc]
         self.container = c
 
     # ---- control plane shortcuts ----------------------------------------------------------------

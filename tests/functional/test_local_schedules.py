@@ -23,10 +23,8 @@ T0 = datetime(2026, 11, 28, 22, 0, 30, tzinfo=UTC)
 
 def _setup() -> tuple[Harness, MemorySchedules, list[str]]:
     h = Harness(HttpResponse(202, {}, b""))
-    schedules = MemorySchedules()
-    h.container.scheduling = Scheduling(schedules, h.settings.queue_prefix)  # type: ignore[misc]
     said: list[str] = []
-    return h, schedules, said
+    return h, h.schedules, said
 
 
 def test_a_ping_source_fires_on_the_minute_into_its_trigger() -> None:

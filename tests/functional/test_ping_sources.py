@@ -20,8 +20,6 @@ from brokerctl.dev import scheduled_event
 from chalicelib.container import use_container
 from chalicelib.core.schedules import scheduled_input
 from chalicelib.ports import HttpResponse
-from chalicelib.services.schedules import Scheduling
-from tests.fakes.schedules import MemorySchedules
 from tests.functional.harness import Harness
 
 PS = "/apis/sources.knative.dev/v1/namespaces/ns/pingsources"
@@ -32,8 +30,6 @@ BROKER_REF = {"ref": {"apiVersion": "eventing.knative.dev/v1", "kind": "Broker",
 @pytest.fixture
 def h() -> Iterator[Harness]:
     h = Harness(HttpResponse(202, {}, b""))
-    h.schedules = MemorySchedules()  # type: ignore[attr-defined]
-    h.container.scheduling = Scheduling(h.schedules, h.settings.queue_prefix)  # type: ignore[attr-defined, misc]
     use_container(h.container)
     yield h
     use_container(None)
@@ -66,7 +62,7 @@ def conditions(doc: dict[str, Any]) -> dict[str, dict[str, str]]:
 
 
 def the_schedule(h: Harness) -> Any:
-    (deployed,) = h.schedules.schedules.values()  # type: ignore[attr-defined]
+    (deployed,) = h.schedules.schedules.values()
     return deployed
 
 
@@ -110,7 +106,7 @@ def test_every_problem_is_said_with_the_reason(h: Harness, client: Client) -> No
     assert errors["spec"] == "set data or dataBase64, not both"
     assert "media type" in errors["spec.contentType"]
     assert "Broker" in errors["spec.sink.ref.kind"]
-    assert h.schedules.schedules == {}  # type: ignore[attr-defined]
+    assert h.schedules.schedules == {}
 
 
 @pytest.mark.parametrize(
@@ -187,8 +183,8 @@ def test_a_uri_sink_is_posted_in_binary_mode(h: Harness, client: Client) -> None
 def test_a_uri_sink_that_keeps_failing_fails_the_invocation(h: Harness, client: Client) -> None:
     from chalicelib.core.errors import UnavailableError
 
-    h.sender._answers = [HttpResponse(503, {}, b"")]  # type: ignore[attr-defined]
-    h.container.pings._sleep = lambda s: None  # type: ignore[attr-defined]
+    h.sender._answers = [HttpResponse(503, {}, b"")]
+    h.container.pings._sleep = lambda s: None
     spec = {"sink": {"uri": "http://display.example/ping"}}
     assert call(client, "put", f"{PS}/hello", body(**spec)).status_code == 201
     with pytest.raises(UnavailableError):
@@ -198,7 +194,7 @@ def test_a_uri_sink_that_keeps_failing_fails_the_invocation(h: Harness, client: 
 
 
 def test_a_uri_sink_that_refuses_is_not_tried_again(h: Harness, client: Client) -> None:
-    h.sender._answers = [HttpResponse(400, {}, b"no")]  # type: ignore[attr-defined]
+    h.sender._answers = [HttpResponse(400, {}, b"no")]
     spec = {"sink": {"uri": "http://display.example/ping"}}
     assert call(client, "put", f"{PS}/hello", body(**spec)).status_code == 201
     answer = fire(h)  # not raised: Lambda's retries would meet the same answer
@@ -232,7 +228,7 @@ def test_an_update_replaces_the_schedule_and_a_delete_removes_it(
     assert second.input != first.input
     assert json.loads(r.body)["metadata"]["generation"] == 2
     assert call(client, "delete", f"{PS}/hello").status_code == 200
-    assert h.schedules.schedules == {}  # type: ignore[attr-defined]
+    assert h.schedules.schedules == {}
 
 
 def test_the_reconciler_repairs_a_missing_schedule_and_removes_orphans(
@@ -241,14 +237,14 @@ def test_the_reconciler_repairs_a_missing_schedule_and_removes_orphans(
     h.broker()
     call(client, "put", f"{PS}/hello", body())
     name = the_schedule(h).name
-    h.schedules.schedules.clear()  # type: ignore[attr-defined]
+    h.schedules.schedules.clear()
     doc = json.loads(call(client, "get", f"{PS}/hello").body)
     deployed = conditions(doc)["Deployed"]
     assert deployed["status"] == "False" and "reconciler repairs" in deployed["message"]
     orphan = replace(the_schedule_like(h, name), name=f"{h.settings.queue_prefix}pingsource-x-1")
-    h.schedules.put(orphan)  # type: ignore[attr-defined]
+    h.schedules.put(orphan)
     reconciler(scheduled_event("us-east-1"), None)
-    assert list(h.schedules.schedules) == [name]  # type: ignore[attr-defined]
+    assert list(h.schedules.schedules) == [name]
     doc = json.loads(call(client, "get", f"{PS}/hello").body)
     assert conditions(doc)["Ready"]["status"] == "True"
 
@@ -261,7 +257,7 @@ def the_schedule_like(h: Harness, name: str) -> Any:
 
 def test_scheduler_unavailable_is_not_ready_with_the_reason(h: Harness, client: Client) -> None:
     h.broker()
-    h.schedules.fail = True  # type: ignore[attr-defined]
+    h.schedules.fail = True
     r = call(client, "put", f"{PS}/hello", body())
     assert r.status_code == 201  # stored; the reconciler provisions it later
     deployed = conditions(json.loads(r.body))["Deployed"]

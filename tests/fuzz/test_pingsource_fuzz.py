@@ -5,19 +5,14 @@ a schedule whose Scheduler form fits Scheduler's limits and reads back to the sa
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-import pytest
 from chalice.test import Client
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from chalicelib.core.cron import MAX_SCHEDULE_CHARS, from_scheduler, parse_cron
-from chalicelib.services.schedules import Scheduling
-from tests.fakes.schedules import MemorySchedules
-from tests.functional.harness import Harness
 from tests.fuzz.conftest import FUZZ, check_answer
 from tests.fuzz.test_ingress_fuzz import json_values, texts
 
@@ -65,22 +60,13 @@ ping_docs = st.fixed_dictionaries(
 )  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def scheduled(harness: Harness) -> Iterator[MemorySchedules]:
-    schedules = MemorySchedules()
-    harness.container.scheduling = Scheduling(schedules, harness.settings.queue_prefix)  # type: ignore[misc]
-    yield schedules
-
-
 @FUZZ
 @given(doc=ping_docs, method=st.sampled_from(["PUT", "PUT", "POST", "GET", "DELETE"]))
 @example(
     doc={"metadata": {"name": "p1"}, "spec": {"schedule": "0 0 1 * MON", "sink": {"uri": "x"}}},
     method="PUT",
 )
-def test_control_plane_never_answers_5xx(
-    client: Client, scheduled: MemorySchedules, doc: Any, method: str
-) -> None:
+def test_control_plane_never_answers_5xx(client: Client, doc: Any, method: str) -> None:
     path = PS if method == "POST" else f"{PS}/p1"
     headers = {"content-type": "application/json"}
     response = client.http.request(method, path, headers=headers, body=json.dumps(doc).encode())
