@@ -63,6 +63,7 @@ class LocalSchedules(threading.Thread):
         self._halt = threading.Event()
         self._wake = threading.Event()
         self._stale = True
+        self._last_error: str | None = None
         self.fired = 0
 
     def poke(self, **_: Any) -> None:
@@ -94,8 +95,12 @@ class LocalSchedules(threading.Thread):
             names = self._schedules.names(self._prefix)
             found = {n: s for n in names if (s := self._schedules.get(n)) is not None}
         except Exception as exc:  # the endpoint may be stopping; read again at the next refresh
-            self._log(f"schedules: not read: {type(exc).__name__}: {exc}")
+            said = f"schedules: not read: {type(exc).__name__}: {exc}"
+            if said != self._last_error:  # once, not every refresh (an emulator without Scheduler)
+                self._log(said)
+            self._last_error = said
             return
+        self._last_error = None
         with self._lock:
             fresh: dict[str, _Due] = {}
             for name, schedule in found.items():

@@ -75,3 +75,23 @@ def test_a_rate_fires_every_period_from_when_it_was_seen() -> None:
     scheduling.remove("integrationsource/ns/t")
     local.reload(T0 + timedelta(seconds=241))
     assert local.fire_due(T0 + timedelta(hours=1)) == 0
+
+
+def test_an_endpoint_without_scheduler_is_said_once_and_read_again_later() -> None:
+    schedules = MemorySchedules()
+    Scheduling(schedules, "sb-local-").ensure(
+        Schedule("pingsource/ns/p", Rate(60), EventTemplate({"type": "t", "source": "/s"}),
+                 Sink("ns", uri="http://x/"))
+    )  # fmt: skip
+    said: list[str] = []
+    fired: list[str] = []
+    local = LocalSchedules(
+        schedules, "sb-local-", lambda e, c: fired.append(e["time"]), said.append
+    )
+    schedules.fail = True
+    local.reload(T0)
+    local.reload(T0 + timedelta(seconds=30))
+    assert len(said) == 1 and "ServiceUnavailable" in said[0]
+    schedules.fail = False
+    local.reload(T0 + timedelta(seconds=31))
+    assert local.fire_due(T0 + timedelta(seconds=91)) == 1
