@@ -176,12 +176,11 @@ def _group(api_version: object) -> str | None:
     return group if group and version else None
 
 
-def _target(raw_value: object, path: str, problems: list[Problem]) -> PolicyTarget | None:
-    if not isinstance(raw_value, Mapping):
+def _target(raw: object, path: str, problems: list[Problem]) -> PolicyTarget | None:
+    if not isinstance(raw, Mapping):
         problems.append(Problem(path, "must be {ref: {...}} or {selector: {...}}"))
         return None
     mark = len(problems)
-    raw = raw_value
     _unknown_fields(raw, ("ref", "selector"), path, problems)
     which = _one_of(raw, ("ref", "selector"), path, problems)
     if which == "ref":
@@ -231,12 +230,11 @@ def _broker_type(
     return str(api_version) if isinstance(api_version, str) else BROKER_API_VERSION
 
 
-def _sender(raw_value: object, path: str, problems: list[Problem]) -> PolicySender | None:
-    if not isinstance(raw_value, Mapping):
+def _sender(raw: object, path: str, problems: list[Problem]) -> PolicySender | None:
+    if not isinstance(raw, Mapping):
         problems.append(Problem(path, "must be {sub: ...} or {ref: {...}}"))
         return None
     mark = len(problems)
-    raw = raw_value
     _unknown_fields(raw, ("ref", "sub"), path, problems)
     which = _one_of(raw, ("ref", "sub"), path, problems)
     if which == "sub":
