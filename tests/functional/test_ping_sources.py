@@ -121,6 +121,8 @@ def test_every_problem_is_said_with_the_reason(h: Harness, client: Client) -> No
         ({"data": "x" * 65_537}, "spec.data", "over 65536"),
         ({"ceOverrides": {"extensions": {"type": "x"}}}, "spec.ceOverrides.extensions.type", ""),
         ({"sink": {"uri": "ftp://example.com/"}}, "spec.sink.uri", "http"),
+        ({"schedule": 0}, "spec.schedule", "cron schedule"),
+        ({"data": False}, "spec.data", "string"),
     ],
 )
 def test_refusals(h: Harness, client: Client, spec: dict[str, Any], field: str, words: str) -> None:

@@ -105,7 +105,8 @@ def parse_ping_source(namespace: str, body: object, *, path_name: str | None) ->
         "spec",
         problems,
     )
-    schedule = spec.get("schedule") or DEFAULT_SCHEDULE
+    given = _given(spec.get("schedule"))
+    schedule = DEFAULT_SCHEDULE if given is None else given
     timezone = spec.get("timezone")
     cron, found = parse_cron(schedule, timezone, "spec.schedule", "spec.timezone")
     problems += found
@@ -135,6 +136,11 @@ def parse_ping_source(namespace: str, body: object, *, path_name: str | None) ->
     )
 
 
+def _given(value: object) -> object:
+    """``value``, or None when absent or empty (Knative's empty string is its default)."""
+    return None if value is None or value == "" else value
+
+
 def _content_type(value: object, problems: list[Problem]) -> str | None:
     if value is None or value == "":
         return None
@@ -157,7 +163,7 @@ def _content_type(value: object, problems: list[Problem]) -> str | None:
 def _payload(
     spec: Mapping[str, Any], content_type: str | None, problems: list[Problem]
 ) -> tuple[str | None, str | None]:
-    data, encoded = spec.get("data") or None, spec.get("dataBase64") or None
+    data, encoded = _given(spec.get("data")), _given(spec.get("dataBase64"))
     if data is not None and encoded is not None:
         problems.append(Problem("spec", "set data or dataBase64, not both"))
         return None, None
