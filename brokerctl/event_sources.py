@@ -80,6 +80,10 @@ POLLER_POOL_CONNECTIONS = 2048
 # not the queue. Here a poller keeps up to this many batches in flight, each on a thread of its
 # own, started only when a receive brings messages (an idle queue costs no thread but its poller).
 MAX_BATCHES_IN_FLIGHT = 4
+# How long stopping waits for the batches a poller is running (a batch's deliveries, archive
+# records and deletes): Lambda lets an invocation finish too. Past it, a batch's unfinished
+# messages come back once their visibility runs out.
+BATCH_DRAIN_SECONDS = 30.0
 # A queue is idle after this many empty long polls in a row (40 s) when SQS also counts no message
 # in flight (a retry waiting out its backoff) and none delayed. Its poller then sleeps until a send
 # to the queue through this process's clients wakes it (ingress, replies, redrive, the local Kafka
@@ -117,10 +121,19 @@ class _Poller(threading.Thread):
         self._wake = threading.Event()
         self.sleeping = threading.Event()  # set while idle (not polling)
         self._slots = threading.BoundedSemaphore(MAX_BATCHES_IN_FLIGHT)
+        self._batches: set[threading.Thread] = set()
+        self._batches_lock = threading.Lock()
 
     def stop(self) -> None:
         self._halt.set()
         self._wake.set()
+
+    def drain(self, deadline: float) -> None:
+        """Wait, until ``deadline`` (monotonic), for the batches this poller is running."""
+        with self._batches_lock:
+            running = list(self._batches)
+        for batch in running:
+            batch.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def wake(self) -> None:
         """A message may have arrived: an idle poller polls again now."""
@@ -181,6 +194,8 @@ class _Poller(threading.Thread):
                     target=self._run_batch, args=(sqs, url, messages), name=f"{self.name}-batch",
                     daemon=True,
                 )  # fmt: skip
+                with self._batches_lock:
+                    self._batches.add(batch)
                 batch.start()
 
     def _dead_letter_queue(self, url: str) -> str | None:
@@ -204,6 +219,8 @@ class _Poller(threading.Thread):
         try:
             self._invoke(sqs, url, messages)
         finally:
+            with self._batches_lock:
+                self._batches.discard(threading.current_thread())
             self._slots.release()
             if self.queue_name.endswith(".fifo"):
                 self._wake.set()  # its deletes may have freed groups: a pausing poller polls now
@@ -363,6 +380,14 @@ class SqsEventSources(MappingSupervisor):
         for poller in self._pollers.values():
             by_queue.setdefault(poller.queue_name, []).append(poller)
         self._by_queue = by_queue  # replaced whole: read without a lock by the senders' threads
+
+    def stop(self) -> None:
+        super().stop()
+        # However long stopping waits for long polls, a batch already running finishes: its
+        # archive records and deletes are made while the endpoint still answers.
+        deadline = time.monotonic() + BATCH_DRAIN_SECONDS
+        for poller in self._pollers.values():
+            poller.drain(deadline)
 
     def wake_queue(self, name: str) -> None:
         """Something was sent to queue ``name``: its idle pollers poll again now."""

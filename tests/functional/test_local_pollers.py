@@ -185,3 +185,28 @@ def test_a_dlq_is_polled_only_while_its_trigger_has_a_dead_letter_sink(
     finally:
         c.triggers.delete("ns", "tr")
         c.brokers.delete("ns", "default")
+
+
+def test_stopping_waits_for_the_batches_a_poller_is_running(
+    make: Callable[..., tuple[Sources, dict[str, str]]], aws_clients: Any
+) -> None:
+    """In the embedded endpoint stopping does not wait out long polls, but a batch already being
+    handled finishes before stop returns (its archive records and deletes go out while the
+    endpoint still answers; before, they failed with 'could not connect' after it stopped)."""
+    started, release, finished = threading.Event(), threading.Event(), threading.Event()
+
+    class Slow(Recorder):
+        def __call__(self, event: dict[str, Any], context: Any) -> Any:
+            started.set()
+            release.wait(10)
+            finished.set()
+            return super().__call__(event, context)
+
+    queue = f"drain-{uuid.uuid4().hex[:8]}"
+    sources, urls = make({queue: {}}, {queue: Slow()})
+    sources.join_timeout = 0.0  # as in the embedded endpoint: long polls are not waited for
+    aws_clients.client("sqs").send_message(QueueUrl=urls[queue], MessageBody="x")
+    assert started.wait(10), "the batch never started"
+    threading.Timer(0.3, release.set).start()
+    sources.stop()
+    assert finished.is_set(), "stop returned while a batch was still running"
