@@ -166,7 +166,7 @@ class Container:
     @cached_property
     def claims(self) -> Claims:
         s = self.settings
-        return Claims(self.blobs, s.claim_bucket, s.claim_prefix, archive_bucket=s.archive_bucket)
+        return Claims(self.blobs, s.claim_bucket, archive_bucket=s.archive_bucket)
 
     @cached_property
     def ingress(self) -> Ingress:
@@ -337,7 +337,9 @@ class Container:
 
     @cached_property
     def event_policies(self) -> ResourceService[EventPolicy]:
-        hooks = EventPolicyHooks(Resources(self.store, EVENT_POLICIES), self.cache)
+        hooks = EventPolicyHooks(
+            Resources(self.store, EVENT_POLICIES), self.cache, self.settings.cache_ttl_seconds
+        )
         return ResourceService(hooks.policies, hooks)
 
     @cached_property
@@ -495,7 +497,6 @@ class Container:
             self.metrics,
             queue_prefix=self.settings.queue_prefix,
             claim_bucket=self.settings.claim_bucket,
-            claim_prefix=self.settings.claim_prefix,
         )
 
 

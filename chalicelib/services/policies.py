@@ -83,14 +83,26 @@ class EventPolicyHooks(Hooks[EventPolicy]):
         self,
         policies: Resources[EventPolicy],
         cache: ConfigCache,
+        propagation_ttl_s: float,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.policies = policies
         self._cache = cache
+        self._ttl = propagation_ttl_s
         self._clock = clock
 
     def status(self, stored: Stored[EventPolicy]) -> dict[str, Any]:
-        return event_policy_status(stored.resource, now=self._clock(), previous=stored.status)
+        changed = stored.state.get("changed_at")
+        return event_policy_status(
+            stored.resource,
+            now=self._clock(),
+            propagation_ttl_s=self._ttl,
+            changed_at=datetime.fromisoformat(changed) if isinstance(changed, str) else None,
+            previous=stored.status,
+        )
+
+    def initial_state(self, now: datetime) -> dict[str, Any]:
+        return {"changed_at": now.isoformat(), "generation": 1}
 
     def check(self, resource: EventPolicy) -> None:
         if self.policies.get(resource.namespace, resource.name) is not None:
@@ -104,8 +116,13 @@ class EventPolicyHooks(Hooks[EventPolicy]):
 
     def saved(self, stored: Stored[EventPolicy], existed: bool) -> Stored[EventPolicy]:
         # This container's brokers see the change at once; other containers within the cache
-        # TTL (the store's epoch moves with every write of a routing kind).
+        # TTL (the store's epoch moves with every write of a routing kind), which the status
+        # counts from this generation's change.
         self._cache.invalidate()
+        generation = stored.resource.generation
+        if stored.state.get("generation") != generation:
+            state = {"changed_at": self._clock().isoformat(), "generation": generation}
+            stored = self.policies.with_state(stored, state)
         return stored
 
     def removed(self, stored: Stored[EventPolicy]) -> None:

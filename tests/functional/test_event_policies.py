@@ -9,7 +9,7 @@ import copy
 import json
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -137,7 +137,9 @@ def test_crud_status_and_the_brokers_status_policies(api: tuple[Harness, Client]
     assert doc["status"]["from"] == ["token:ns:*", "source:ns:PingSource:tick"]
     assert {c["type"]: c["status"] for c in doc["status"]["conditions"]} == {
         "Ready": "True",
+        "AuthenticationEnabled": "True",
         "SubjectsResolved": "True",
+        "Applied": "True",  # the harness's cache TTL is 0
     }
     listed = json.loads(call(client, "get", f"{EP}/ns/eventpolicies").body)
     assert listed["kind"] == "EventPolicyList" and [
@@ -605,3 +607,32 @@ def test_a_ping_source_is_a_sender_by_reference(admitted: bool) -> None:
     if not admitted:
         assert [(r["status"], r["reason"]) for r in rejections(h)] == [(403, "unauthorized")]
         assert unauthorized_count(h) == 1
+
+
+def test_a_policy_is_ready_once_every_ingress_applies_it() -> None:
+    from chalicelib.core.resources.event_policy import EVENT_POLICIES
+    from chalicelib.services.policies import EventPolicyHooks
+    from chalicelib.services.resources import Resources, ResourceService
+
+    h = harness()
+    now = [datetime(2026, 11, 28, 22, 0, tzinfo=UTC)]
+    policies = Resources(h.store, EVENT_POLICIES)
+    hooks = EventPolicyHooks(policies, h.container.cache, 5.0, clock=lambda: now[0])
+    service = ResourceService(policies, hooks, clock=lambda: now[0])
+
+    def ready(doc: dict[str, Any]) -> tuple[str, str]:
+        (c,) = [c for c in doc["status"]["conditions"] if c["type"] == "Ready"]
+        return c["status"], c.get("reason", "")
+
+    body = {"metadata": {"name": "p"}, "spec": {"from": [{"sub": "token:ns:*"}]}}
+    doc, _ = service.put("ns", "p", body)
+    assert ready(doc) == ("Unknown", "Propagating")
+    now[0] += timedelta(seconds=5)
+    assert ready(service.get("ns", "p")) == ("True", "")
+    doc, _ = service.put("ns", "p", body)  # the same spec: nothing to propagate
+    assert ready(doc) == ("True", "")
+    body["spec"]["from"] = [{"sub": "token:ns:a"}]
+    doc, _ = service.put("ns", "p", body)
+    assert ready(doc) == ("Unknown", "Propagating") and doc["metadata"]["generation"] == 2
+    now[0] += timedelta(seconds=5)
+    assert ready(service.get("ns", "p")) == ("True", "")

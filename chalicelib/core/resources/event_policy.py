@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from chalicelib.core import senders
@@ -28,8 +28,10 @@ from chalicelib.core.resources.label_selector import LabelSelector, parse_select
 API_VERSION = "eventing.knative.dev/v1alpha1"
 KIND = "EventPolicy"
 PLURAL = "eventpolicies"
+AUTHENTICATION_ENABLED = "AuthenticationEnabled"
 SUBJECTS_RESOLVED = "SubjectsResolved"
-POLICY_CONDITIONS = ConditionSet((SUBJECTS_RESOLVED,))
+APPLIED = "Applied"  # ours: every ingress applies this generation (the configuration cache's TTL)
+POLICY_CONDITIONS = ConditionSet((AUTHENTICATION_ENABLED, SUBJECTS_RESOLVED, APPLIED))
 
 BROKER_GROUP = "eventing.knative.dev"
 BROKER_API_VERSION = "eventing.knative.dev/v1"
@@ -315,14 +317,34 @@ def applies_to(policy: EventPolicy, namespace: str, broker: str, labels: Mapping
 
 
 def event_policy_status(
-    policy: EventPolicy, *, now: datetime, previous: Mapping[str, Any] | None = None
+    policy: EventPolicy,
+    *,
+    now: datetime,
+    propagation_ttl_s: float,
+    changed_at: datetime | None = None,
+    previous: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Ready once stored: every ``spec.from`` element resolves to an identity by its name (a
-    source not created yet already has its identity, as a Knative service account's name is
-    known before its pods run); ingresses apply the policy within the configuration cache's
-    bound (docs/security.md)."""
+    """Ready once every ingress applies it: ``propagation_ttl_s`` (the configuration cache's
+    TTL) after ``changed_at`` (when this generation was stored; None: long enough ago). Every
+    ``spec.from`` element resolves to an identity by its name (a source not created yet already
+    has its identity, as a Knative service account's name is known before its pods run)."""
     manager = POLICY_CONDITIONS.manage(previous_conditions(previous), now)
+    manager.mark_true(
+        AUTHENTICATION_ENABLED,
+        "SenderIdentities",
+        "Senders are known by their ingress tokens, IAM principals, sources and triggers.",
+    )
     manager.mark_true(SUBJECTS_RESOLVED)
+    until = changed_at + timedelta(seconds=propagation_ttl_s) if changed_at else None
+    if until is not None and now < until:
+        manager.mark_unknown(
+            APPLIED,
+            "Propagating",
+            f"Ingresses apply the policy within {propagation_ttl_s:g}s of its change; applied "
+            f"at {meta.format_timestamp(until)}.",
+        )
+    else:
+        manager.mark_true(APPLIED)
     status: dict[str, Any] = {"observedGeneration": policy.generation}
     identities = policy.identities()
     if identities:
