@@ -56,7 +56,6 @@ class Settings:
     archive_stream: str = f"{APP_NAME}-local-archive"
     archive_bucket: str = f"{APP_NAME}-local-archive"
     claim_bucket: str = f"{APP_NAME}-local-claims"
-    claim_prefix: str = "claims/"
     delivery_function: str = f"{APP_NAME}-local-delivery"
     dead_letter_function: str = f"{APP_NAME}-local-dead_letter"
     kafka_function: str = f"{APP_NAME}-local-kafka_ingress"
@@ -168,7 +167,6 @@ class Settings:
             archive_stream=get("BROKER_ARCHIVE_STREAM", f"{base}-archive"),
             archive_bucket=get("BROKER_ARCHIVE_BUCKET", f"{base}-archive"),
             claim_bucket=get("BROKER_CLAIM_BUCKET", f"{base}-claims"),
-            claim_prefix=get("BROKER_CLAIM_PREFIX", "claims/"),
             delivery_function=get("BROKER_DELIVERY_FUNCTION", f"{base}-delivery"),
             dead_letter_function=get("BROKER_DEAD_LETTER_FUNCTION", f"{base}-dead_letter"),
             kafka_function=get("BROKER_KAFKA_FUNCTION", f"{base}-kafka_ingress"),

@@ -36,7 +36,6 @@ SETTINGS_FIELDS: dict[str, str] = {
     "BROKER_ARCHIVE_STREAM": "archive_stream",
     "BROKER_ARCHIVE_BUCKET": "archive_bucket",
     "BROKER_CLAIM_BUCKET": "claim_bucket",
-    "BROKER_CLAIM_PREFIX": "claim_prefix",
     "BROKER_DELIVERY_FUNCTION": "delivery_function",
     "BROKER_DEAD_LETTER_FUNCTION": "dead_letter_function",
     "BROKER_KAFKA_FUNCTION": "kafka_function",

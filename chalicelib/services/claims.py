@@ -31,13 +31,15 @@ def address(claim: ClaimCheck) -> str:
 ARCHIVED_PREFIX = "archive-payloads/"
 
 
+# The key prefix of claim-checked events in the claim bucket: the one the functions' policies may
+# write and read, and the template's lifecycle rule expires (infra/template.yaml).
+CLAIM_PREFIX = "claims/"
+
+
 class Claims:
-    def __init__(
-        self, blobs: Blobs, bucket: str, prefix: str, archive_bucket: str | None = None
-    ) -> None:
+    def __init__(self, blobs: Blobs, bucket: str, archive_bucket: str | None = None) -> None:
         self._blobs = blobs
         self._bucket = bucket
-        self._prefix = prefix
         self._archive_bucket = archive_bucket
 
     def message_body(
@@ -86,7 +88,7 @@ class Claims:
 
     def put(self, path: str, data: bytes) -> ClaimCheck:
         """Store ``data`` under the claim prefix."""
-        key = f"{self._prefix}{path}"
+        key = f"{CLAIM_PREFIX}{path}"
         self._blobs.put(self._bucket, key, data)
         return ClaimCheck(bucket=self._bucket, key=key, size=len(data))
 

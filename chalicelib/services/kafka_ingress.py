@@ -141,14 +141,13 @@ class KafkaIngress:
         *,
         queue_prefix: str,
         claim_bucket: str,
-        claim_prefix: str,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self._sources = sources
         self._cache = cache
         self._ingress = ingress
         self._queues = queues
-        self._claims = Claims(blobs, claim_bucket, claim_prefix)
+        self._claims = Claims(blobs, claim_bucket)
         self._archiver = Archiver(archive_sink, metrics, "kafka_ingress")
         self._metrics = metrics
         self._prefix = queue_prefix

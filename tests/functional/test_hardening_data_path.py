@@ -52,7 +52,7 @@ def test_redrive_moves_what_was_there_once_and_ends() -> None:
     fill(queues, dlq, 25)
     ticks = iter(range(10_000))
     dead = DeadLetters(
-        queues, Claims(MemoryBlobs(), "claims", "c/"), PREFIX, clock=lambda: float(next(ticks))
+        queues, Claims(MemoryBlobs(), "claims"), PREFIX, clock=lambda: float(next(ticks))
     )
     # Before the fix this loop never ended: every redriven message came back as a new one.
     answer = dead.redrive("ns", "b", "t")
@@ -71,7 +71,7 @@ def test_redrive_of_large_dead_letters_moves_them_in_calls_sqs_takes() -> None:
     big = "x" * 200_000
     for i in range(10):
         queues.send_batch(dlq, [OutgoingMessage(str(i), json.dumps({"n": i, "data": big}))])
-    dead = DeadLetters(queues, Claims(MemoryBlobs(), "claims", "c/"), PREFIX)
+    dead = DeadLetters(queues, Claims(MemoryBlobs(), "claims"), PREFIX)
     assert dead.redrive("ns", "b", "t") == {"redriven": 10, "remaining": 0}
     got = queues.receive(queue, 10, 0, 30)
     assert sorted(json.loads(m.body)["n"] for m in got) == list(range(10))
@@ -90,7 +90,7 @@ def test_redrive_stops_at_its_deadline_and_reports_what_remains() -> None:
         now[0] += 7.0  # each batch "takes" 7 s of the 20 s budget
         return now[0]
 
-    dead = DeadLetters(queues, Claims(MemoryBlobs(), "claims", "c/"), PREFIX, clock=clock)
+    dead = DeadLetters(queues, Claims(MemoryBlobs(), "claims"), PREFIX, clock=clock)
     answer = dead.redrive("ns", "b", "t")
     assert 0 < answer["redriven"] < 30
     assert answer["redriven"] + answer["remaining"] == 30

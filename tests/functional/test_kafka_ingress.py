@@ -16,6 +16,7 @@ from chalicelib.container import use_container
 from chalicelib.core.errors import UnavailableError
 from chalicelib.core.resources import kafka_source as ks
 from chalicelib.ports import HttpResponse
+from chalicelib.services.claims import CLAIM_PREFIX
 from tests.functional.harness import Harness
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kafka"
@@ -196,7 +197,7 @@ def test_oversized_record_is_claim_checked_in_s3() -> None:
     claim = failure["recordClaim"]
     stored = json.loads(h.blobs.get(claim["bucket"], claim["key"]))
     assert base64.b64decode(stored["value"]) == big
-    assert claim["key"].startswith(h.settings.claim_prefix + "kafka-failures/ns/orders/")
+    assert claim["key"].startswith(CLAIM_PREFIX + "kafka-failures/ns/orders/")
 
 
 def test_malformed_lambda_record_is_a_failure_not_a_crash() -> None:

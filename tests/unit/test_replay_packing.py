@@ -62,7 +62,7 @@ def _messages(
     blobs = blobs or MemoryBlobs()
     archive = ArchiveReader(blobs, blobs, Metrics(False), ARCHIVE, "archive/", 1000)
     batch = Batch(records, len(records), Position("k", 0), end=True)
-    claims = Claims(blobs, "claims-bucket", "claims/")
+    claims = Claims(blobs, "claims-bucket")
     per_queue, missing = batch_messages(replay, routes, None, batch, archive.event, claims)
     return list(per_queue.items()), missing
 
