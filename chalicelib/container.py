@@ -166,7 +166,7 @@ class Container:
     @cached_property
     def claims(self) -> Claims:
         s = self.settings
-        return Claims(self.blobs, s.claim_bucket, s.claim_prefix, archive_bucket=s.archive_bucket)
+        return Claims(self.blobs, s.claim_bucket, archive_bucket=s.archive_bucket)
 
     @cached_property
     def ingress(self) -> Ingress:
@@ -497,7 +497,6 @@ class Container:
             self.metrics,
             queue_prefix=self.settings.queue_prefix,
             claim_bucket=self.settings.claim_bucket,
-            claim_prefix=self.settings.claim_prefix,
         )
 
 
