@@ -184,3 +184,18 @@ def test_a_broker_is_guarded_by_a_policy_or_by_ingress_auth() -> None:
     assert not guarded((), "none")
     assert guarded((), "token")
     assert guarded(tuple(_rules({})), "none")
+
+
+def test_the_default_mode_is_a_stage_setting_and_a_wrong_one_stops_the_functions() -> None:
+    from chalicelib.config import ConfigurationError, Settings
+
+    assert Settings.from_env({"BROKER_STAGE": "prod"}).authorization_default_mode == (
+        "allow-same-namespace"
+    )
+    chosen = Settings.from_env(
+        {"BROKER_STAGE": "prod", "BROKER_AUTHORIZATION_DEFAULT_MODE": "deny-all"}
+    )
+    assert chosen.authorization_default_mode == "deny-all" and chosen.problems == ()
+    wrong = Settings.from_env({"BROKER_STAGE": "prod", "BROKER_AUTHORIZATION_DEFAULT_MODE": "deny"})
+    with pytest.raises(ConfigurationError, match="BROKER_AUTHORIZATION_DEFAULT_MODE='deny'"):
+        wrong.require_runnable()
