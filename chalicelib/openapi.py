@@ -13,14 +13,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from chalicelib.core.names import MAX_NAME_LENGTH, RESERVED_NAMESPACES
-from chalicelib.core.resources.delivery_spec import MAX_AUDIENCE_CHARS, MAX_CA_CERTS_BYTES
-from chalicelib.core.resources.event_policy import SENDER_KINDS
+from chalicelib.core.names import RESERVED_NAMESPACES
+from chalicelib.openapi_schemas import SCHEMAS, STRING, ref
 from chalicelib.problems import PROBLEM_TYPE
 
 JSON = "application/json"
 _PATH_PARAM = re.compile(r"{([^}]+)}")
-_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 CP = "/apis/eventing.knative.dev/v1/namespaces/{namespace}"
 KS = "/apis/sources.knative.dev/v1/namespaces/{namespace}/kafkasources"
@@ -33,363 +31,7 @@ ENDPOINT = f"{REG}/endpoints/{{endpointid}}"
 MESSAGE = f"{ENDPOINT}/messages/{{messageid}}"
 
 
-def _ref(name: str) -> dict[str, str]:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
-def _obj(required: list[str] | None = None, /, **props: Any) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "object", "properties": props}
-    if required:
-        schema["required"] = required
-    return schema
-
-
-def _resource(api_version: str, kind: str, required: list[str], spec: Any) -> dict[str, Any]:
-    """A resource in the Kubernetes shape: apiVersion, kind, metadata and this spec."""
-    return _obj(
-        required,
-        apiVersion={"const": api_version},
-        kind={"const": kind},
-        metadata=_ref("ObjectMeta"),
-        spec=spec,
-    )
-
-
-def _described(description: str, schema: dict[str, Any]) -> dict[str, Any]:
-    return {**schema, "description": description}
-
-
-_STRING = {"type": "string"}
-_STRING_MAP = {"type": "object", "additionalProperties": _STRING}
-_DURATION = {"type": "string", "description": "ISO 8601 duration, e.g. PT0.2S"}
-_URI = {"type": "string", "format": "uri"}
-_DESTINATION = _obj(
-    uri=_URI,
-    ref=_obj(
-        ["name"],
-        apiVersion=_STRING,
-        kind=_STRING,
-        name=_STRING,
-        namespace=_STRING,
-    ),
-    audience={
-        "type": "string",
-        "minLength": 1,
-        "maxLength": MAX_AUDIENCE_CHARS,
-        "description": "requests carry Authorization: Bearer <JWT> with this aud, signed by "
-        "the broker (keys at /.well-known/jwks.json); http(s) uri only",
-    },
-    CACerts={
-        "type": "string",
-        "maxLength": MAX_CA_CERTS_BYTES,
-        "description": "PEM CA certificates its TLS trusts besides the system's; https uri only",
-    },
-)
-_SECRET_REF = _described(
-    "a Secrets Manager secret under the stage's connection secret prefix",
-    _obj(["arn"], arn=_STRING),
-)
-
-SCHEMAS: dict[str, Any] = {
-    "Problem": _described(
-        "RFC 9457 problem details; `errors` names every invalid field at once",
-        _obj(
-            ["type", "title", "status", "detail"],
-            type=_STRING,
-            title=_STRING,
-            status={"type": "integer", "minimum": 400, "maximum": 599},
-            detail=_STRING,
-            errors={
-                "type": "array",
-                "items": _obj(["field", "message"], field=_STRING, message=_STRING),
-            },
-            correlationId=_STRING,
-        ),
-    ),
-    "Name": {"type": "string", "pattern": _LABEL, "maxLength": MAX_NAME_LENGTH},
-    "ObjectMeta": _obj(
-        name=_ref("Name"),
-        namespace=_STRING,
-        labels=_STRING_MAP,
-        annotations=_STRING_MAP,
-        resourceVersion=_STRING,
-    ),
-    "Delivery": _obj(
-        retry={"type": "integer", "minimum": 0},
-        backoffPolicy={"enum": ["exponential", "linear"]},
-        backoffDelay=_DURATION,
-        timeout=_DURATION,
-        retryAfterMax=_DURATION,
-        deadLetterSink=_DESTINATION,
-        format={"enum": ["json", "binary"]},
-    ),
-    "BrokerSpec": _obj(delivery=_ref("Delivery"), config={"type": "object"}),
-    "Broker": _resource("eventing.knative.dev/v1", "Broker", ["metadata"], _ref("BrokerSpec")),
-    "Filter": _described(
-        "exactly one dialect per element",
-        _obj(
-            exact=_STRING_MAP,
-            prefix=_STRING_MAP,
-            suffix=_STRING_MAP,
-            all={"type": "array", "items": _ref("Filter")},
-            any={"type": "array", "items": _ref("Filter")},
-            **{"not": _ref("Filter")},  # a Python keyword, so not a keyword argument
-            cesql=_STRING,
-            eventPattern={
-                "type": "object",
-                "description": "an EventBridge event pattern over the event's JSON form "
-                "(attributes top level, JSON data under data); see docs/filters.md",
-            },
-        ),
-    ),
-    "TriggerSpec": _obj(
-        ["subscriber"],
-        broker=_ref("Name"),
-        filter=_obj(attributes=_STRING_MAP),
-        filters={"type": "array", "items": _ref("Filter")},
-        subscriber=_DESTINATION,
-        delivery=_ref("Delivery"),
-    ),
-    "Trigger": _resource(
-        "eventing.knative.dev/v1", "Trigger", ["metadata", "spec"], _ref("TriggerSpec")
-    ),
-    "EventTransform": _resource(
-        "eventing.knative.dev/v1alpha1",
-        "EventTransform",
-        ["metadata", "spec"],
-        _obj(
-            ["jsonata"],
-            jsonata=_obj(["expression"], expression={"type": "string", "minLength": 1}),
-            sink=_DESTINATION,
-            reply=_obj(
-                jsonata=_obj(["expression"], expression={"type": "string", "minLength": 1}),
-                discard={"type": "boolean"},
-            ),
-        ),
-    ),
-    "IntegrationSink": _resource(
-        "sinks.knative.dev/v1alpha1",
-        "IntegrationSink",
-        ["metadata", "spec"],
-        _described(
-            "exactly one of aws.sqs, aws.sns, aws.s3, aws.eventbridge, log",
-            _obj(
-                aws=_obj(
-                    sqs=_ref("AwsSinkTarget"),
-                    sns=_ref("AwsSinkTarget"),
-                    s3=_ref("AwsSinkTarget"),
-                    eventbridge=_ref("AwsSinkTarget"),
-                    auth=_obj(secret=_obj(ref=_obj(name=_STRING))),
-                ),
-                log=_obj(
-                    loggerName=_STRING,
-                    level={"enum": ["TRACE", "DEBUG", "INFO", "WARN", "ERROR", "OFF"]},
-                    marker=_STRING,
-                    showHeaders={"type": "boolean"},
-                    showBody={"type": "boolean"},
-                    multiline={"type": "boolean"},
-                    logMask={"type": "boolean"},
-                ),
-            ),
-        ),
-    ),
-    "AwsSinkTarget": _obj(["arn", "region"], arn=_STRING, region=_STRING),
-    "Connection": _resource(
-        "serverless-broker.dev/v1alpha1",
-        "Connection",
-        ["metadata", "spec"],
-        _obj(
-            ["auth"],
-            auth=_described(
-                "exactly one of apiKey, basic, oauthClientCredentials, awsSigV4",
-                _obj(
-                    apiKey=_obj(["header", "secretRef"], header=_STRING, secretRef=_SECRET_REF),
-                    basic=_obj(["secretRef"], secretRef=_SECRET_REF),
-                    oauthClientCredentials=_obj(
-                        ["tokenUrl", "clientId", "clientSecretRef"],
-                        tokenUrl=_URI,
-                        clientId=_STRING,
-                        clientSecretRef=_SECRET_REF,
-                        scope=_STRING,
-                    ),
-                    awsSigV4=_obj(["service", "region"], service=_STRING, region=_STRING),
-                ),
-            ),
-        ),
-    ),
-    "PingSource": _resource(
-        "sources.knative.dev/v1",
-        "PingSource",
-        ["metadata", "spec"],
-        _obj(
-            ["sink"],
-            schedule=_described(
-                '5-field cron (default "* * * * *"), optionally "CRON_TZ=<zone> " first; what '
-                "EventBridge Scheduler cannot run (both day fields, seconds) is a 400",
-                {"type": "string", "maxLength": 256},
-            ),
-            timezone=_described("an IANA time zone", {"type": "string", "maxLength": 50}),
-            contentType=_STRING,
-            data=_described("the payload (or dataBase64)", {"type": "string", "maxLength": 65536}),
-            dataBase64={"type": "string", "maxLength": 65536},
-            ceOverrides=_obj(extensions=_STRING_MAP),
-            sink=_described(
-                "ref to a Broker of the namespace, or uri",
-                _obj(
-                    ref=_obj(
-                        ["kind", "name"],
-                        apiVersion=_STRING,
-                        kind={"const": "Broker"},
-                        name=_ref("Name"),
-                        namespace=_STRING,
-                    ),
-                    uri=_URI,
-                ),
-            ),
-        ),
-    ),
-    "KafkaSource": _resource(
-        "sources.knative.dev/v1",
-        "KafkaSource",
-        ["metadata", "spec"],
-        _obj(
-            ["bootstrapServers", "topics", "sink"],
-            bootstrapServers={"type": "array", "items": _STRING},
-            topics={"type": "array", "items": _STRING},
-            consumerGroup=_STRING,
-            initialOffset={"enum": ["earliest", "latest"]},
-            sink=_DESTINATION,
-            delivery=_ref("Delivery"),
-        ),
-    ),
-    "Replay": _resource(
-        "eventing.knative.dev/v1",
-        "Replay",
-        ["spec"],
-        _obj(
-            ["from", "to"],
-            **{
-                "from": {"type": "string", "format": "date-time", "description": "inclusive"},
-                "to": {"type": "string", "format": "date-time", "description": "exclusive"},
-            },
-            triggers={"type": "array", "items": _ref("Name")},
-            filters={"type": "array", "items": _ref("Filter")},
-            packing={
-                "type": "boolean",
-                "default": False,
-                "description": "many events to an SQS message on standard queues (fewer calls)",
-            },
-        ),
-    ),
-    "Resource": _obj(
-        ["apiVersion", "kind", "metadata"],
-        apiVersion=_STRING,
-        kind=_STRING,
-        metadata=_obj(["name"], name=_STRING, uid=_STRING),
-        spec={"type": "object"},
-        status=_obj(conditions={"type": "array", "items": {"type": "object"}}),
-    ),
-    "ResourceList": _obj(
-        ["items"],
-        apiVersion=_STRING,
-        kind=_STRING,
-        items={"type": "array", "items": _ref("Resource")},
-    ),
-    "Status": _obj(["kind", "status"], kind={"const": "Status"}, status=_STRING),
-    "CloudEvent": _described(
-        "a structured-mode CloudEvent (JSON format)",
-        _obj(
-            ["specversion", "id", "source", "type"],
-            specversion=_STRING,
-            id=_STRING,
-            source=_STRING,
-            type=_STRING,
-        ),
-    ),
-    "Object": {"type": "object"},
-    "FilterTest": _obj(
-        ["event"],
-        event={"type": "object", "description": "a CloudEvent in JSON format"},
-        filters={"type": "array", "items": _ref("Filter")},
-        filter=_obj(attributes=_STRING_MAP),
-        trigger=_ref("Name"),
-    ),
-    "EventPolicy": _resource(
-        "eventing.knative.dev/v1alpha1",
-        "EventPolicy",
-        ["metadata"],
-        _obj(
-            to={
-                "type": "array",
-                "description": "the brokers it applies to; none: every broker of the namespace",
-                "items": _obj(
-                    ref=_obj(
-                        ["apiVersion", "kind", "name"],
-                        apiVersion=_STRING,
-                        kind={"const": "Broker"},
-                        name=_ref("Name"),
-                    ),
-                    selector=_obj(
-                        apiVersion=_STRING,
-                        kind={"const": "Broker"},
-                        matchLabels=_STRING_MAP,
-                        matchExpressions={
-                            "type": "array",
-                            "items": _obj(
-                                ["key", "operator"],
-                                key=_STRING,
-                                operator={"enum": ["In", "NotIn", "Exists", "DoesNotExist"]},
-                                values={"type": "array", "items": _STRING},
-                            ),
-                        },
-                    ),
-                ),
-            },
-            **{  # a Python keyword, so not a keyword argument
-                "from": {
-                    "type": "array",
-                    "items": _obj(
-                        sub=_described(
-                            "a sender identity (token:{ns}:{id}, an IAM ARN, "
-                            "source:{ns}:{kind}:{name}, trigger:{ns}:{name}); '*' only last",
-                            {"type": "string", "minLength": 1, "maxLength": 2048},
-                        ),
-                        ref=_obj(
-                            ["apiVersion", "kind", "name"],
-                            apiVersion=_STRING,
-                            kind={"enum": list(SENDER_KINDS)},
-                            name=_ref("Name"),
-                            namespace=_ref("Name"),
-                        ),
-                    ),
-                }
-            },
-            filters={"type": "array", "items": _ref("Filter")},
-        ),
-    ),
-    "PolicyTest": _obj(
-        ["event"],
-        broker=_ref("Name"),
-        identity={"type": ["string", "null"], "description": "null: an anonymous sender"},
-        event={"type": "object", "description": "a CloudEvent in JSON format"},
-    ),
-    "PolicyVerdict": _obj(
-        ["allowed", "decision", "reason", "policies"],
-        allowed={"type": "boolean"},
-        policy={"type": ["string", "null"]},
-        decision=_STRING,
-        reason=_STRING,
-        policies={"type": "array", "items": _STRING},
-    ),
-    "FilterVerdict": _obj(
-        ["matched", "reasons"],
-        matched={"type": "boolean"},
-        reasons={"type": "array", "items": _STRING},
-        trigger=_ref("Name"),
-    ),
-}
-
-_PROBLEM = {"content": {PROBLEM_TYPE: {"schema": _ref("Problem")}}}
+_PROBLEM = {"content": {PROBLEM_TYPE: {"schema": ref("Problem")}}}
 
 
 def _problem(description: str) -> dict[str, Any]:
@@ -397,7 +39,7 @@ def _problem(description: str) -> dict[str, Any]:
 
 
 def _json(schema: str, description: str = "OK") -> dict[str, Any]:
-    return {"description": description, "content": {JSON: {"schema": _ref(schema)}}}
+    return {"description": description, "content": {JSON: {"schema": ref(schema)}}}
 
 
 # Every operation may answer these: a client error as problem+json, and (never on purpose)
@@ -421,10 +63,10 @@ def _op(
     op: dict[str, Any] = {"operationId": op_id, "summary": summary}
     if query:
         op["parameters"] = [
-            {"name": q, "in": "query", "required": False, "schema": _STRING} for q in query
+            {"name": q, "in": "query", "required": False, "schema": STRING} for q in query
         ]
     if body:
-        op["requestBody"] = {"required": True, "content": {JSON: {"schema": _ref(body)}}}
+        op["requestBody"] = {"required": True, "content": {JSON: {"schema": ref(body)}}}
     op["responses"] = {**responses, **_ERRORS}
     if public:
         op["security"] = []
@@ -465,7 +107,7 @@ def _crud(
 
 def _ingress() -> dict[str, Any]:
     allow = {
-        "Allow": {"schema": _STRING},
+        "Allow": {"schema": STRING},
     }
     post = _op(
         "sendEvent",
@@ -478,15 +120,15 @@ def _ingress() -> dict[str, Any]:
         "description": "binary mode (any other media type) carries the attributes as ce-* "
         "headers; structured and batch modes carry them in the JSON body",
         "content": {
-            "application/cloudevents+json": {"schema": _ref("CloudEvent")},
+            "application/cloudevents+json": {"schema": ref("CloudEvent")},
             "application/cloudevents-batch+json": {
-                "schema": {"type": "array", "items": _ref("CloudEvent")}
+                "schema": {"type": "array", "items": ref("CloudEvent")}
             },
             "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
         },
     }
     post["parameters"] = [
-        {"name": f"ce-{a}", "in": "header", "required": False, "schema": _STRING}
+        {"name": f"ce-{a}", "in": "header", "required": False, "schema": STRING}
         for a in ("specversion", "id", "source", "type")
     ]
     item: dict[str, Any] = {"post": post}
@@ -528,7 +170,7 @@ def _paths(*, local: bool) -> dict[str, dict[str, Any]]:
                 {
                     "200": {
                         "description": "OK",
-                        "content": {"text/plain": {"schema": _STRING}},
+                        "content": {"text/plain": {"schema": STRING}},
                     }
                 },
             )
@@ -645,7 +287,7 @@ def _path_parameter(name: str) -> dict[str, Any]:
     schema: dict[str, Any] = {"type": "string", "minLength": 1}
     description = None
     if name in ("namespace", "broker", "name"):
-        schema = _ref("Name")
+        schema = ref("Name")
     if name == "namespace":
         description = "not one of the reserved " + ", ".join(sorted(RESERVED_NAMESPACES))
     param: dict[str, Any] = {"name": name, "in": "path", "required": True, "schema": schema}
