@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib.adapters.aws_clients import CONNECT_TIMEOUT_SECONDS
+from chalicelib.adapters.sqs_queues import fifo_parameters
 from chalicelib.config import Settings
 from chalicelib.core.delivery.aws_targets import (
     EXECUTION_EXISTS,
@@ -160,18 +161,12 @@ def queue_url(target: TargetArn) -> str:
     return f"https://sqs.{target.region}.{domain}/{target.account}/{target.name}"
 
 
-def _fifo(call: TargetCall) -> dict[str, str]:
-    """The FIFO parameters SQS SendMessage and SNS Publish both name this way (none they lack)."""
-    extra: dict[str, str] = {}
-    if call.group_id is not None:
-        extra["MessageGroupId"] = call.group_id
-    if call.dedup_id is not None:
-        extra["MessageDeduplicationId"] = call.dedup_id
-    return extra
-
-
 def _send_message(client: Any, target: TargetArn, call: TargetCall) -> None:
-    client.send_message(QueueUrl=queue_url(target), MessageBody=call.body, **_fifo(call))
+    client.send_message(
+        QueueUrl=queue_url(target),
+        MessageBody=call.body,
+        **fifo_parameters(call.group_id, call.dedup_id),
+    )
 
 
 def _publish(client: Any, target: TargetArn, call: TargetCall) -> None:
@@ -180,7 +175,10 @@ def _publish(client: Any, target: TargetArn, call: TargetCall) -> None:
         for name, value in call.attributes.items()
     }
     client.publish(
-        TopicArn=target.arn, Message=call.body, MessageAttributes=attributes, **_fifo(call)
+        TopicArn=target.arn,
+        Message=call.body,
+        MessageAttributes=attributes,
+        **fifo_parameters(call.group_id, call.dedup_id),
     )
 
 

@@ -166,14 +166,18 @@ class SqsQueues:
         return sum(int(v) for v in attrs.values())
 
 
+def fifo_parameters(group_id: str | None, dedup_id: str | None) -> dict[str, str]:
+    """A FIFO message's group and deduplication ids as SQS SendMessage (and SNS Publish) name
+    them; none that are not set."""
+    named = (("MessageGroupId", group_id), ("MessageDeduplicationId", dedup_id))
+    return {name: value for name, value in named if value is not None}
+
+
 def _entry(m: OutgoingMessage) -> dict[str, Any]:
     entry: dict[str, Any] = {"Id": m.id, "MessageBody": m.body}
     if m.delay_seconds:  # not even 0 on a FIFO queue, which refuses the parameter
         entry["DelaySeconds"] = m.delay_seconds
-    if m.group_id is not None:
-        entry["MessageGroupId"] = m.group_id
-    if m.dedup_id is not None:
-        entry["MessageDeduplicationId"] = m.dedup_id
+    entry.update(fifo_parameters(m.group_id, m.dedup_id))
     if m.message_attributes:
         entry["MessageAttributes"] = {
             k: {"DataType": "String", "StringValue": v} for k, v in m.message_attributes.items()
