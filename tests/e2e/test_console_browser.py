@@ -2,7 +2,8 @@
 on the local runtime: a trigger created with the form, an event seen delivered in the live tail, a
 failing one seen dead-lettered, inspected in the DLQ view with its knativeerror* extensions,
 redriven with the subscriber healthy again and seen delivered; then the trigger edited with the
-form."""
+form. A Connection is listed with its auth, secret ARN and Ready, a trigger names the one it uses,
+and its planted key is on no page and in no answer the console fetched."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import boto3
 import httpx
 import pytest
 
@@ -87,6 +89,23 @@ def make_target_triggers(b: LocalBroker, ns: str) -> None:
         assert b.put(ns, "triggers", name, doc).status_code == 201
 
 
+def make_connection(b: LocalBroker, ns: str, secret: str) -> str:
+    """An API-key Connection whose key is ``secret`` (planted), and a trigger that uses it."""
+    client = boto3.client("secretsmanager", endpoint_url=b.aws_url, region_name="us-east-1")
+    name = f"serverless-broker/local/connections/console-{uuid.uuid4().hex[:8]}"
+    arn = str(client.create_secret(Name=name, SecretString=secret)["ARN"])
+    auth = {"apiKey": {"header": "X-Api-Key", "secretRef": {"arn": arn}}}
+    url = f"{b.url}/apis/serverless-broker.dev/v1alpha1/namespaces/{ns}/connections/partner"
+    r = httpx.put(url, json={"metadata": {"name": "partner"}, "spec": {"auth": auth}}, timeout=30)
+    assert r.status_code == 201, r.text
+    meta = {"name": "keyed", "annotations": {"serverless-broker/connection": "partner"}}
+    never = {"attributes": {"type": "console.never"}}  # the test's events stay off it
+    spec = {"subscriber": {"uri": "https://partner.example/"}, "filter": never}
+    doc = {"metadata": meta, "spec": spec}
+    assert b.put(ns, "triggers", "keyed", doc).status_code == 201
+    return arn
+
+
 @pytest.mark.parametrize("name", ["chromium", "firefox"])
 def test_console_trigger_tail_dead_letter_redrive(
     broker: LocalBroker, tmp_path: Path, name: str
@@ -101,18 +120,33 @@ def test_console_trigger_tail_dead_letter_redrive(
     policy = {"metadata": {"name": "audit-only"}, "spec": {"to": [to_other]}}
     policies = f"{broker.url}/apis/eventing.knative.dev/v1alpha1/namespaces/{ns}/eventpolicies"
     assert httpx.put(f"{policies}/audit-only", json=policy, timeout=30).status_code == 201
+    planted = f"PLANTED-console-key-{uuid.uuid4().hex}"
+    secret_arn = make_connection(broker, ns, planted)
     switch = Switch()
     with EventDisplay(responder=switch) as sink, sync_api.sync_playwright() as pw:
         browser = launch(pw, name, tmp_path)
         page = browser.new_page(viewport={"width": 1400, "height": 1100})
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
+        fetched: set[str] = set()  # the GETs the page makes (the live tail's stream aside)
+        page.on(
+            "request",
+            lambda r: (
+                fetched.add(r.url) if r.method == "GET" and "/ui/events" not in r.url else None
+            ),
+        )
         page.set_default_timeout(TIMEOUT_MS)
         page.goto(f"{broker.url}/ui")
         page.fill("#namespace", ns)
         page.click("#refresh")
         page.wait_for_selector("#brokers tbody tr >> text=default")
         page.wait_for_selector("#brokers tbody tr:has-text('other') >> text=audit-only")
+        # The Connection: its auth, its secret's ARN and Ready; the trigger names it.
+        conn_row = page.locator("#connections tr[data-connection=partner]")
+        conn_row.wait_for()
+        assert "apiKey" in conn_row.inner_text() and secret_arn in conn_row.inner_text()
+        page.wait_for_selector("#connections tr[data-connection=partner] >> text=True")
+        assert "partner" in page.locator("#triggers tr[data-trigger=keyed]").inner_text()
 
         # Create the trigger with the form, after testing its filter.
         form = page.locator("#trigger-form")
@@ -198,4 +232,10 @@ def test_console_trigger_tail_dead_letter_redrive(
         if name == "chromium" and os.environ.get("BROKER_UPDATE_SCREENSHOT"):
             shutil.copyfile(tmp_path / "console.png", DOCS_IMAGE)
         assert errors == []
+        # The planted key is on no page and in no answer the console fetched.
+        assert planted not in page.content()
+        assert any("/connections" in u for u in fetched)
+        for url in sorted(fetched):
+            answer = httpx.get(url, timeout=30)
+            assert answer.status_code == 200 and planted not in answer.text, url
         browser.close()

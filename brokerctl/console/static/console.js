@@ -1,5 +1,6 @@
 // The local console (docs/console.md): plain DOM over the control-plane API and /ui/events.
 const CP = "/apis/eventing.knative.dev/v1/namespaces";
+const SB = "/apis/serverless-broker.dev/v1alpha1/namespaces";
 const TAIL_ROWS = 500; // rows kept on the page
 const $ = (id) => document.getElementById(id);
 // This run's token, written into the page by the server: the signing proxy forwards only calls
@@ -54,8 +55,9 @@ function filtersOf(spec) {
 
 async function loadResources() {
   try {
-    const [brokers, triggers] = await Promise.all([
-      api("GET", `${CP}/${ns()}/brokers`), api("GET", `${CP}/${ns()}/triggers`)]);
+    const [brokers, triggers, connections] = await Promise.all([
+      api("GET", `${CP}/${ns()}/brokers`), api("GET", `${CP}/${ns()}/triggers`),
+      api("GET", `${SB}/${ns()}/connections`)]);
     const bt = $("brokers").tBodies[0];
     bt.replaceChildren();
     for (const b of brokers.items || []) {
@@ -81,6 +83,7 @@ async function loadResources() {
       cell(row, kind);
       cell(row, where, "wrap");
       cell(row, (t.status && t.status.subscriberAudience) || "", "wrap");
+      cell(row, (t.metadata.annotations || {})["serverless-broker/connection"] || "");
       cell(row, st);
       cell(row, reason, "wrap");
       const actions = row.insertCell();
@@ -95,7 +98,21 @@ async function loadResources() {
       dlq.addEventListener("click", () => openDlq(t.metadata.name));
       actions.append(edit, dlq);
     }
-    say(`${(brokers.items || []).length} brokers, ${(triggers.items || []).length} triggers`);
+    const ct = $("connections").tBodies[0];
+    ct.replaceChildren();
+    for (const c of connections.items || []) {
+      const row = ct.insertRow();
+      row.dataset.connection = c.metadata.name;
+      const [st, reason] = ready(c);
+      const [kind, secret] = authOf(c.spec.auth || {});
+      cell(row, c.metadata.name);
+      cell(row, kind);
+      cell(row, secret, "wrap");
+      cell(row, st);
+      cell(row, reason, "wrap");
+    }
+    say(`${(brokers.items || []).length} brokers, ${(triggers.items || []).length} triggers, ` +
+      `${(connections.items || []).length} connections`);
   } catch (e) {
     say(String(e.message || e), true);
   }
@@ -111,6 +128,17 @@ function targetOf(t) {
   if (uri.startsWith("arn:")) return [`ARN (${uri.split(":")[2]})`, uri];
   if (uri.startsWith("kafka:")) return ["Kafka topic", uri];
   return ["HTTP URL", uri];
+}
+
+// A Connection's auth (docs/targets.md): its kind and the ARN of its secret, never a value (the
+// API holds none: the secrets stay in Secrets Manager).
+function authOf(auth) {
+  const kind = Object.keys(auth)[0] || "";
+  const fields = auth[kind] || {};
+  const ref = fields.secretRef || fields.clientSecretRef;
+  if (ref) return [kind, ref.arn || ""];
+  if (kind === "awsSigV4") return [kind, `${fields.service || ""} in ${fields.region || ""}`];
+  return [kind, ""];
 }
 
 function editTrigger(t) {
