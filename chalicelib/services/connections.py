@@ -5,9 +5,7 @@ remembered ``ttl`` seconds), and a trigger that names one is Ready only while it
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -21,7 +19,7 @@ from chalicelib.core.resources.connection import (
     prefix_problems,
     token_url_problems,
 )
-from chalicelib.services.connection_auth import ConnectionAuth
+from chalicelib.services.connection_auth import ConnectionAuth, ExpiringCache
 from chalicelib.services.resources import Hooks, Resources, Stored
 
 CONNECTION_NOT_READY = "ConnectionNotReady"
@@ -46,25 +44,18 @@ class ConnectionChecks:
         self.connections = connections
         self._auth = auth
         self._ttl = ttl
-        self._clock = clock
-        self._seen: OrderedDict[tuple[str, str, str, int], tuple[float, Problem | None]] = (
-            OrderedDict()
+        # The same bounded cache as the secrets' and tokens' (a one-tuple: None is an answer).
+        self._seen: ExpiringCache[tuple[str, str, str, int], tuple[Problem | None]] = ExpiringCache(
+            clock, MAX_ENTRIES
         )
-        self._lock = threading.Lock()
 
     def problem(self, connection: Connection) -> Problem | None:
         key = (connection.namespace, connection.name, connection.uid, connection.generation)
-        now = self._clock()
-        with self._lock:
-            seen = self._seen.get(key)
-            if seen is not None and now - seen[0] < self._ttl:
-                return seen[1]
+        seen = self._seen.get(key)
+        if seen is not None:
+            return seen[0]
         found = self._auth.problem(connection)
-        with self._lock:
-            self._seen[key] = (now, found)
-            self._seen.move_to_end(key)
-            while len(self._seen) > MAX_ENTRIES:
-                self._seen.popitem(last=False)
+        self._seen.put(key, (found,), self._ttl)
         return found
 
     def trigger_problem(self, namespace: str, name: str | None) -> Problem | None:
