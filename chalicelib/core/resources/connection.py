@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from chalicelib.core.errors import Problem, ValidationError
 from chalicelib.core.names import quote
 from chalicelib.core.resources import meta
-from chalicelib.core.resources.conditions import READY, ConditionSet, previous_conditions
+from chalicelib.core.resources.conditions import ConditionSet, previous_conditions
 from chalicelib.core.resources.delivery_spec import uri_problems
 from chalicelib.core.resources.fields import json_object as _object
 from chalicelib.core.resources.fields import unknown_fields as _unknown_fields
@@ -320,14 +320,6 @@ def connection_status(
     else:
         manager.mark_false(AUTH_READY, *problem)
     return {"observedGeneration": connection.generation, "conditions": manager.to_json()}
-
-
-def is_ready(status: Mapping[str, Any]) -> tuple[bool, str]:
-    """Whether a connection's status is Ready, and its Ready condition's message when not."""
-    for condition in status.get("conditions", []):
-        if condition.get("type") == READY:
-            return condition.get("status") == "True", str(condition.get("message", ""))
-    return False, ""
 
 
 CONNECTIONS: ResourceKind[Connection] = ResourceKind(
