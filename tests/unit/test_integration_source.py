@@ -57,7 +57,7 @@ def test_sqs_region_defaults_to_the_arn_region():
     ("spec", "paths"),
     [
         ({}, {"spec"}),
-        ({"timer": {"period": 1, "message": "m"}, "aws": {"sqs": {"arn": QUEUE}}}, {"spec"}),
+        ({"timer": {"period": 1000, "message": "m"}, "aws": {"sqs": {"arn": QUEUE}}}, {"spec"}),
         ({"aws": {}}, {"spec.aws"}),
         ({"aws": {"sqs": {"arn": QUEUE}, "s3": {"arn": "arn:aws:s3:::b-1"}}}, {"spec.aws"}),
         ({"aws": {"sqs": {"arn": "orders"}}}, {"spec.aws.sqs.arn"}),
@@ -81,7 +81,7 @@ def test_sqs_region_defaults_to_the_arn_region():
         ),
         ({"timer": {"period": True, "message": "m"}}, {"spec.timer.period"}),
         ({"timer": {"period": 10**40, "message": "m"}}, {"spec.timer.period"}),
-        ({"timer": {"period": 1, "message": "m", "repeatCount": 2}}, {"spec.timer.repeatCount"}),
+        ({"timer": {"period": 1000, "message": "m", "repeatCount": 2}}, {"spec.timer.repeatCount"}),
     ],
 )
 def test_every_problem_is_named_at_its_field(spec, paths):
@@ -112,3 +112,26 @@ def test_status_is_not_ready_with_the_deploy_reason():
             "source": "dev.knative.eventing.aws-sqs-source",
         }
     ]
+
+
+def test_timer_is_a_whole_seconds_rate_with_the_timer_event_and_source_sender():
+    from chalicelib.core.cron import Rate
+    from chalicelib.core.resources.integration_source import schedule_of
+
+    timer = {"timer": {"period": 2000, "message": "tick", "contentType": "text/plain"}}
+    schedule = schedule_of(parse_integration_source("ns", body(timer), path_name="src"))
+    assert schedule.key == "integrationsource/ns/src"
+    assert schedule.expression == Rate(2)
+    assert schedule.sender == "source:ns:IntegrationSource:src"
+    event = schedule.template.event("id-1", "2026-11-28T00:00:00Z")
+    assert (event.type, event.source, event.data) == (
+        "dev.knative.connector.event.timer",
+        "dev.knative.eventing.timer-source",
+        b"tick",
+    )
+    assert event.get("datacontenttype") == "text/plain"
+
+
+@pytest.mark.parametrize("period", [999, 1500, 2001])
+def test_timer_period_in_part_seconds_is_refused(period):
+    assert "spec.timer.period" in problems_of({"timer": {"period": period, "message": "m"}})

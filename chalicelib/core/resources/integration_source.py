@@ -22,7 +22,9 @@ from datetime import datetime
 from typing import Any
 
 from chalicelib.core import integration_records as records
+from chalicelib.core import senders
 from chalicelib.core.cloudevents.context_attributes import is_media_type
+from chalicelib.core.cron import Rate
 from chalicelib.core.errors import Problem, ValidationError
 from chalicelib.core.names import quote
 from chalicelib.core.resources import meta
@@ -31,11 +33,13 @@ from chalicelib.core.resources.fields import json_object as _object
 from chalicelib.core.resources.fields import unknown_fields as _unknown
 from chalicelib.core.resources.kind import ResourceKind
 from chalicelib.core.resources.source_sink import SourceSink, parse_sink
+from chalicelib.core.schedules import EventTemplate, Schedule, Sink
 
 API_VERSION = "sources.knative.dev/v1alpha1"
 KIND = "IntegrationSource"
 PLURAL = "integrationsources"
 MAX_PERIOD_MS = 31_536_000_000  # a year
+SCHEDULE_OWNER = "integrationsource/"  # the key prefix of its timers' schedules
 MAX_MESSAGE_CHARS = 65_536
 MAX_CONTENT_TYPE_CHARS = 256
 MAX_NAME_CHARS = 2_048
@@ -82,6 +86,15 @@ class IntegrationSource:
     def connector(self) -> str:
         return self.aws.connector if self.aws is not None else records.TIMER
 
+    @property
+    def sender(self) -> str:
+        """Who its events come from, for the broker's EventPolicies (core/senders.py)."""
+        return senders.source(self.namespace, KIND, self.name)
+
+    @property
+    def target(self) -> Sink:
+        return Sink(self.namespace, broker=self.sink.broker, uri=self.sink.uri)
+
 
 _AWS_FIELDS = {"sqs": records.SQS, "s3": records.S3, "ddbStreams": records.DDB_STREAMS}
 
@@ -114,8 +127,20 @@ def _timer(value: object, problems: list[Problem]) -> Timer | None:
     _unknown(raw, ("period", "message", "contentType"), "spec.timer", problems)
     before = len(problems)
     period = raw.get("period")
-    if isinstance(period, bool) or not isinstance(period, int) or not 1 <= period <= MAX_PERIOD_MS:
-        problems.append(Problem("spec.timer.period", f"must be milliseconds, 1 to {MAX_PERIOD_MS}"))
+    if (
+        isinstance(period, bool)
+        or not isinstance(period, int)
+        or not 1000 <= period <= MAX_PERIOD_MS
+        or period % 1000
+    ):
+        # Whole seconds: the schedule mechanism's unit (core/cron.Rate); a deployed stage narrows
+        # it to whole minutes, EventBridge Scheduler's (services/schedules.schedule_problems).
+        problems.append(
+            Problem(
+                "spec.timer.period",
+                f"must be milliseconds in whole seconds, 1000 to {MAX_PERIOD_MS}",
+            )
+        )
     message = raw.get("message")
     if not isinstance(message, str) or len(message) > MAX_MESSAGE_CHARS:
         problems.append(
@@ -207,6 +232,23 @@ def spec_json(source: IntegrationSource) -> dict[str, Any]:
         spec["aws"] = {key: aws}
     spec["sink"] = source.sink.to_json()
     return spec
+
+
+def schedule_of(source: IntegrationSource) -> Schedule:
+    """A timer's schedule: every ``period``, its message as a timer event (records.TIMER)."""
+    assert source.timer is not None
+    timer = source.timer
+    attributes = records.attributes(records.TIMER)
+    del attributes["specversion"]  # the template adds it
+    if timer.content_type is not None:
+        attributes["datacontenttype"] = timer.content_type
+    return Schedule(
+        key=f"{SCHEDULE_OWNER}{source.namespace}/{source.name}",
+        expression=Rate(timer.period_ms // 1000),
+        template=EventTemplate(attributes, timer.message.encode()),
+        sink=source.target,
+        sender=source.sender,
+    )
 
 
 def integration_source_status(
