@@ -123,6 +123,10 @@ class Settings:
     # .chalice/config.json, BROKER_TARGET_ARN_PATTERNS, comma-separated, IAM wildcards). Local
     # mode allows every ARN: its endpoint is the emulator's.
     target_arn_patterns: tuple[str, ...] = ("arn:*",)
+    # The queue, bucket and stream ARNs an IntegrationSource may read (docs/sources.md; per stage:
+    # source_arn_patterns in .chalice/config.json, BROKER_SOURCE_ARN_PATTERNS, comma-separated,
+    # IAM wildcards; a stream's ARN is its table's plus /stream/*). Local mode allows every ARN.
+    source_arn_patterns: tuple[str, ...] = ("arn:*",)
     # The alias of the asymmetric KMS key (ECC_NIST_P256) that signs delivery tokens (design.md
     # §2.5), named from the stage as the template names it (no setting of its own): the stack
     # makes the key, local mode's bootstrap makes it on its endpoint.
@@ -229,6 +233,13 @@ class Settings:
                 ).split(",")
                 if s.strip()
             ),
+            source_arn_patterns=tuple(
+                s.strip()
+                for s in env.get(
+                    "BROKER_SOURCE_ARN_PATTERNS", "arn:*" if _local_mode(env, stage) else ""
+                ).split(",")
+                if s.strip()
+            ),
         )
 
     @property
@@ -237,6 +248,13 @@ class Settings:
         ``pings``; docs/sources.md), named from the stage as the template names it (no setting
         of its own). Schedules are named with ``queue_prefix``."""
         return f"{APP_NAME}-{self.stage}-pings"
+
+    @property
+    def sources_function(self) -> str:
+        """The function IntegrationSources' mappings and rules invoke (app.py ``sources``;
+        docs/sources.md), named from the stage as the template names it. Rules are named with
+        ``queue_prefix``."""
+        return f"{APP_NAME}-{self.stage}-sources"
 
     @property
     def scheduler_role(self) -> str:
