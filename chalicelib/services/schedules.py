@@ -43,8 +43,10 @@ from chalicelib.core.delivery.outcomes import Outcome
 from chalicelib.core.delivery.policy import classify
 from chalicelib.core.errors import BrokerError, ForbiddenError, Problem, UnavailableError
 from chalicelib.core.schedules import (
+    EventTemplate,
     Firing,
     Schedule,
+    Sink,
     owner_prefix,
     read_firing,
     schedule_name,
@@ -167,6 +169,12 @@ class Pings:
             return {"sent": False, "id": cloud_event.id, "reason": reason}
         log.debug("pings: %s sent %s for %s", firing.key, cloud_event.id, firing.time)
         return {"sent": True, "id": cloud_event.id}
+
+    def send(self, sink: Sink, sender: str | None, event: CloudEvent) -> str | None:
+        """One event to ``sink`` as a firing's goes (IntegrationSource's records take this path
+        too): None when sent, else why it never will be; UnavailableError when a retry may cure
+        it."""
+        return self._send(Firing("", sink, sender, EventTemplate({}), ""), event)
 
     def _send(self, firing: Firing, event: CloudEvent) -> str | None:
         """None when sent, else why it never will be."""
