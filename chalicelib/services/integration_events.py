@@ -24,6 +24,7 @@ from chalicelib.core.errors import UnavailableError
 from chalicelib.core.resources.integration_source import IntegrationSource
 from chalicelib.core.schedules import Sink
 from chalicelib.services.metrics import Metrics
+from chalicelib.services.resources import Resources
 
 log = logging.getLogger(__name__)
 FAILURE_METRIC = "source_failure_count"
@@ -104,6 +105,21 @@ class SourceEvents:
     def _failed(self, namespace: str, reason: str, detail: str) -> None:
         self._metrics.count(FAILURE_METRIC, {"namespace": namespace, "reason": reason})
         log.warning("sources: %s (%s)", detail, reason)
+
+
+def stored_lookup(sources: Resources[IntegrationSource]) -> Lookup:
+    """The sources reading a queue, bucket or table, from the store (one read per invocation:
+    a source saved a moment ago gets its records at once)."""
+
+    def lookup(connector: str, resource: str) -> list[IntegrationSource]:
+        return [
+            s.resource
+            for s in sources.list()
+            if s.resource.aws is not None
+            and (s.resource.aws.connector, s.resource.aws.resource) == (connector, resource)
+        ]
+
+    return lookup
 
 
 def _is_map(value: object) -> bool:
