@@ -247,6 +247,10 @@ _resource_routes(f"{CP}/brokers", lambda: get_container().brokers)
 _resource_routes(f"{CP}/triggers", lambda: get_container().triggers)
 _resource_routes(f"{KS}/kafkasources", lambda: get_container().kafka_sources)
 _resource_routes(f"{KS}/pingsources", lambda: get_container().ping_sources)
+_resource_routes(
+    "/apis/sources.knative.dev/v1alpha1/namespaces/{namespace}/integrationsources",
+    lambda: get_container().integration_sources,
+)
 _resource_routes(f"{ET}/eventtransforms", lambda: get_container().event_transforms)
 _resource_routes(
     "/apis/sinks.knative.dev/v1alpha1/namespaces/{namespace}/integrationsinks",
@@ -463,3 +467,4 @@ def reconciler(event: Any) -> None:
     get_container().control_plane.reconcile_all()
     get_container().kafka_source_hooks.reconcile_all()
     get_container().ping_source_hooks.reconcile_all()
+    get_container().integration_source_hooks.reconcile_all()

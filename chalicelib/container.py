@@ -14,6 +14,7 @@ from chalicelib.core.resources.connection import CONNECTIONS, Connection
 from chalicelib.core.resources.event_policy import EVENT_POLICIES, EventPolicy
 from chalicelib.core.resources.event_transform import EVENT_TRANSFORMS, EventTransform
 from chalicelib.core.resources.integration_sink import INTEGRATION_SINKS, IntegrationSink
+from chalicelib.core.resources.integration_source import INTEGRATION_SOURCES, IntegrationSource
 from chalicelib.core.resources.kafka_source import KAFKA_SOURCES, KafkaSource
 from chalicelib.core.resources.ping_source import PING_SOURCES, PingSource
 from chalicelib.core.resources.replay import REPLAYS, Replay
@@ -29,6 +30,7 @@ from chalicelib.services.event_types import EventTypeSample, MetricsEventTypes, 
 from chalicelib.services.filter_test import FilterTest
 from chalicelib.services.ingress import Ingress, send_in_batches
 from chalicelib.services.integration_sinks import IntegrationSinkHooks
+from chalicelib.services.integration_sources import IntegrationSourceHooks
 from chalicelib.services.kafka_ingress import KafkaIngress, SourceIndex
 from chalicelib.services.kafka_sources import KafkaSourceHooks
 from chalicelib.services.metrics import Metrics
@@ -246,7 +248,7 @@ class Container(Adapters):
 
         s = self.settings
         schedules = SchedulerSchedules(self.clients, s.region, s.pings_function, s.scheduler_role)
-        return Scheduling(schedules, s.queue_prefix)
+        return Scheduling(schedules, s.queue_prefix, seconds=s.local_mode)
 
     @cached_property
     def pings(self) -> Pings:
@@ -261,6 +263,21 @@ class Container(Adapters):
     @cached_property
     def ping_sources(self) -> ResourceService[PingSource]:
         return ResourceService(self.ping_source_hooks.sources, self.ping_source_hooks)
+
+    @cached_property
+    def integration_source_hooks(self) -> IntegrationSourceHooks:
+        from chalicelib.adapters.source_plumbing import AwsSourcePlumbing
+
+        sources = Resources(self.store, INTEGRATION_SOURCES)
+        cp = self.control_plane
+        s = self.settings
+        plumbing = AwsSourcePlumbing(self.clients, s.sources_function, s.queue_prefix)
+        return IntegrationSourceHooks(sources, cp.brokers, self.scheduling, plumbing, s)
+
+    @cached_property
+    def integration_sources(self) -> ResourceService[IntegrationSource]:
+        hooks = self.integration_source_hooks
+        return ResourceService(hooks.sources, hooks)
 
     # ---- replays (docs/replay.md) ----------------------------------------------------------------
 

@@ -219,6 +219,12 @@ def _paths(*, local: bool) -> dict[str, dict[str, Any]]:
             "/apis/sources.knative.dev/v1/namespaces/{namespace}/pingsources",
             "PingSource",
         ),
+        **_crud(
+            "IntegrationSource",
+            "integration sources",
+            "/apis/sources.knative.dev/v1alpha1/namespaces/{namespace}/integrationsources",
+            "IntegrationSource",
+        ),
         **_crud("EventTransform", "event transforms", ET, "EventTransform"),
         **_crud("EventPolicy", "event policies", EP, "EventPolicy", kinds="EventPolicies"),
         f"{EP}-test": {

@@ -228,6 +228,46 @@ SCHEMAS: dict[str, Any] = {
             ),
         ),
     ),
+    "IntegrationSource": _resource(
+        "sources.knative.dev/v1alpha1",
+        "IntegrationSource",
+        ["metadata", "spec"],
+        _obj(
+            ["sink"],
+            timer=_described(
+                "exactly one of timer and aws; a deployed stage runs whole minutes only",
+                _obj(
+                    ["period", "message"],
+                    period=_described(
+                        "milliseconds, whole seconds", {"type": "integer", "minimum": 1000}
+                    ),
+                    message={"type": "string", "maxLength": 65536},
+                    contentType=STRING,
+                ),
+            ),
+            aws=_described(
+                "exactly one of sqs, s3 and ddbStreams",
+                _obj(
+                    sqs=_obj(["arn"], arn=STRING, region=STRING),
+                    s3=_obj(["arn"], arn=STRING, region=STRING),
+                    ddbStreams=_obj(["table"], table=STRING, region=STRING),
+                ),
+            ),
+            sink=_described(
+                "ref to a Broker of the namespace, or uri",
+                _obj(
+                    ref=_obj(
+                        ["kind", "name"],
+                        apiVersion=STRING,
+                        kind={"const": "Broker"},
+                        name=ref("Name"),
+                        namespace=STRING,
+                    ),
+                    uri=_URI,
+                ),
+            ),
+        ),
+    ),
     "KafkaSource": _resource(
         "sources.knative.dev/v1",
         "KafkaSource",

@@ -118,8 +118,13 @@ class Rate:
 
     seconds: int
 
-    def scheduler(self) -> tuple[str, str]:
-        """(``rate(...)``, time zone); ValueError unless whole minutes (Scheduler's unit)."""
+    def scheduler(self, *, seconds: bool = False) -> tuple[str, str]:
+        """(``rate(...)``, time zone); ValueError unless whole minutes (Scheduler's unit).
+        ``seconds``: any other period is ``rate(N seconds)``, a form Scheduler refuses and only
+        the local runtime reads back (``from_scheduler``)."""
+        if self.seconds % 60 and seconds:
+            unit = "second" if self.seconds == 1 else "seconds"
+            return f"rate({self.seconds} {unit})", DEFAULT_TIMEZONE
         if self.seconds % 60:
             raise ValueError(
                 f"EventBridge Scheduler runs rates in whole minutes; {self.seconds} s is not one"
@@ -334,8 +339,8 @@ def _render(values: Iterable[int], low: int, high: int) -> str:
     return ",".join(runs)
 
 
-_RATE = re.compile(r"^rate\((?P<value>[0-9]{1,6}) (?P<unit>minutes?|hours?|days?)\)$")
-_UNIT_SECONDS = {"minute": 60, "hour": 3600, "day": 86400}
+_RATE = re.compile(r"^rate\((?P<value>[0-9]{1,6}) (?P<unit>seconds?|minutes?|hours?|days?)\)$")
+_UNIT_SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
 
 
 def from_scheduler(expression: str, timezone: str) -> Expression:

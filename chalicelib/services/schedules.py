@@ -38,7 +38,7 @@ from typing import Any
 
 from chalicelib.core.cloudevents import codec
 from chalicelib.core.cloudevents.event import CloudEvent
-from chalicelib.core.cron import Expression
+from chalicelib.core.cron import Expression, Rate
 from chalicelib.core.delivery.outcomes import Outcome
 from chalicelib.core.delivery.policy import classify
 from chalicelib.core.errors import BrokerError, ForbiddenError, Problem, UnavailableError
@@ -78,9 +78,13 @@ def schedule_problems(expression: Expression, path: str) -> list[Problem]:
 class Scheduling:
     """The stage's schedules through the ``Schedules`` port, named from their keys."""
 
-    def __init__(self, schedules: Schedules, prefix: str) -> None:
+    def __init__(self, schedules: Schedules, prefix: str, *, seconds: bool = False) -> None:
+        """``seconds``: write rates that are no whole minutes as ``rate(N seconds)``, for the
+        local runtime (brokerctl/local_schedules.py) to fire; Scheduler refuses them, so a
+        deployed stage refuses such a period at PUT (``schedule_problems``)."""
         self._schedules = schedules
         self._prefix = prefix
+        self._seconds = seconds
 
     def name(self, key: str) -> str:
         return schedule_name(self._prefix, key)
@@ -120,7 +124,11 @@ class Scheduling:
         return done
 
     def _deployed_form(self, schedule: Schedule) -> DeployedSchedule:
-        expression, timezone = schedule.expression.scheduler()
+        given = schedule.expression
+        if isinstance(given, Rate):
+            expression, timezone = given.scheduler(seconds=self._seconds)
+        else:
+            expression, timezone = given.scheduler()
         return DeployedSchedule(self.name(schedule.key), expression, timezone, schedule.input())
 
 

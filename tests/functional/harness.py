@@ -63,7 +63,9 @@ class Harness:
         self.kafka_offsets = MemoryKafkaOffsets()
         c.kafka_offsets = self.kafka_offsets  # type: ignore[misc]
         self.schedules = MemorySchedules()  # the sources' schedules (docs/sources.md)
-        c.scheduling = Scheduling(self.schedules, self.settings.queue_prefix)  # type: ignore[misc]
+        c.scheduling = Scheduling(  # type: ignore[misc]
+            self.schedules, self.settings.queue_prefix, seconds=self.settings.local_mode
+        )
         self.container = c
 
     # ---- control plane shortcuts ----------------------------------------------------------------
