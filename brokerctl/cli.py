@@ -16,6 +16,7 @@ from brokerctl.commands_broker import add_broker_parser
 from brokerctl.commands_common import connection_options
 from brokerctl.commands_connection import add_connection_parser
 from brokerctl.commands_dlq import add_dlq_parser
+from brokerctl.commands_integrationsource import add_integrationsource_parser
 from brokerctl.commands_metrics import add_metrics_parser
 from brokerctl.commands_pingsource import add_pingsource_parser
 from brokerctl.commands_policy import add_policy_parser
@@ -150,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_trigger_parser(sub)
     add_transform_parser(sub)
     add_pingsource_parser(sub)
+    add_integrationsource_parser(sub)
     add_policy_parser(sub)
     add_connection_parser(sub)
     add_send_parser(sub)
