@@ -451,6 +451,13 @@ def pings(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return get_container().pings.handle(event, context)
 
 
+# IntegrationSources' records (docs/sources.md): SQS and DynamoDB Streams event source mappings
+# (partial batch failures) and the S3 EventBridge rule invoke it; locally brokerctl's pollers do.
+@app.lambda_function(name="sources")
+def sources(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return get_container().source_events.handle(event, context)
+
+
 # Replays (docs/replay.md): every minute, runs the unfinished replays for up to its budget (its
 # timeout less a margin), checkpointing each batch; a replay longer than one run is continued by
 # the next, from its checkpoint. Runs that overlap take different replays (a lease each).

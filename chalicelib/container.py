@@ -29,6 +29,7 @@ from chalicelib.services.delivery_roles import DeadLetterSinks, Subscribers
 from chalicelib.services.event_types import EventTypeSample, MetricsEventTypes, metrics_fetcher
 from chalicelib.services.filter_test import FilterTest
 from chalicelib.services.ingress import Ingress, send_in_batches
+from chalicelib.services.integration_events import SourceEvents, stored_lookup
 from chalicelib.services.integration_sinks import IntegrationSinkHooks
 from chalicelib.services.integration_sources import IntegrationSourceHooks
 from chalicelib.services.kafka_ingress import KafkaIngress, SourceIndex
@@ -273,6 +274,12 @@ class Container(Adapters):
         s = self.settings
         plumbing = AwsSourcePlumbing(self.clients, s.sources_function, s.queue_prefix)
         return IntegrationSourceHooks(sources, cp.brokers, self.scheduling, plumbing, s)
+
+    @cached_property
+    def source_events(self) -> SourceEvents:
+        """The ``sources`` function: the records of the IntegrationSources' mappings and rules."""
+        lookup = stored_lookup(self.integration_source_hooks.sources)
+        return SourceEvents(lookup, self.pings.send, self.metrics)
 
     @cached_property
     def integration_sources(self) -> ResourceService[IntegrationSource]:

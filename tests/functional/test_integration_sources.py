@@ -1,7 +1,8 @@
 """IntegrationSource through Chalice's test client on in-memory fakes (docs/sources.md): every
 problem of a bad body named, a timer's schedule (a seconds rate in local mode, refused on a
 deployed stage unless whole minutes), its firing as Knative's timer event with the source's
-sender identity, its status, removal and the reconciler's repair."""
+sender identity, its status, removal and the reconciler's repair; and the ``sources`` function
+end to end: an SQS batch with a bad record reaches the trigger but that record, named alone."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 from chalice.test import Client
 
-from app import app, pings, reconciler
+from app import app, pings, reconciler, sources
 from brokerctl.dev import scheduled_event
 from chalicelib.config import Settings
 from chalicelib.container import use_container
@@ -228,3 +229,29 @@ def test_a_seconds_rate_reads_back_for_the_local_runtime_and_scheduler_refuses_i
     assert Rate(120).scheduler(seconds=True) == ("rate(2 minutes)", "UTC")
     with pytest.raises(ValueError, match="whole minutes"):
         Rate(2).scheduler()
+
+
+def test_the_sources_function_sends_the_good_records_and_names_the_bad_one(
+    h: Harness, client: Client
+) -> None:
+    """Through app.sources and the container: the source's plumbing cannot be made here (no
+    endpoint), but its records still reach its broker's trigger, with its identity."""
+    h.broker()
+    h.trigger("display", filter={"type": "dev.knative.connector.event.aws-sqs"})
+    r = call(client, "put", f"{IS}/orders", body("orders", aws={"sqs": {"arn": QUEUE}}))
+    assert r.status_code == 201, r.body
+    good = {
+        "messageId": "m-1",
+        "body": '{"order": 7}',
+        "attributes": {"SentTimestamp": "1545082649183"},
+        "eventSource": "aws:sqs",
+        "eventSourceARN": QUEUE,
+    }
+    bad = good | {"messageId": "m-2", "body": None}
+    answer = sources({"Records": [good, bad]}, None)
+    assert answer == {"batchItemFailures": [{"itemIdentifier": "m-2"}]}
+    h.deliver_once("display")
+    (sent,) = h.sender.sent
+    assert sent.headers["ce-id"] == "m-1"
+    assert sent.headers["ce-source"] == "dev.knative.eventing.aws-sqs-source"
+    assert json.loads(sent.body) == {"order": 7}
