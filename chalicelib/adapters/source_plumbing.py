@@ -14,7 +14,7 @@ from typing import Any
 from chalicelib.adapters.aws_clients import AwsClients
 from chalicelib.adapters.aws_errors import error_code, translated
 from chalicelib.core import integration_records as records
-from chalicelib.core.errors import ForbiddenError, NotFoundError
+from chalicelib.core.errors import ForbiddenError, NotFoundError, UnavailableError
 from chalicelib.core.resources.integration_source import AwsSource
 
 BATCH_SIZE = 10
@@ -55,8 +55,11 @@ class AwsSourcePlumbing:
         }
         if aws.connector == records.DDB_STREAMS:
             request["StartingPosition"] = "LATEST"
-        with _refusals(f"create mapping {arn} -> {self._function}"):
-            self._client("lambda").create_event_source_mapping(**request)
+        try:
+            with _refusals(f"create mapping {arn} -> {self._function}"):
+                self._client("lambda").create_event_source_mapping(**request)
+        except NotFoundError as exc:  # the queue or stream was found: it is our function
+            raise UnavailableError(f"{exc.detail} (the function {self._function})") from exc
 
     def remove(self, aws: AwsSource) -> None:
         if aws.connector == records.S3:

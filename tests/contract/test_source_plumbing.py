@@ -14,7 +14,7 @@ import pytest
 
 from chalicelib.adapters.source_plumbing import AwsSourcePlumbing
 from chalicelib.core import integration_records as records
-from chalicelib.core.errors import NotFoundError
+from chalicelib.core.errors import NotFoundError, UnavailableError
 from chalicelib.core.resources.integration_source import AwsSource
 
 
@@ -107,6 +107,16 @@ def test_a_bucket_sends_object_events_through_one_rule(env: Any) -> None:
     assert target["Arn"].endswith(f":function:{function}")
     plumbing.remove(source)
     assert rule["Name"] not in [r["Name"] for r in events.list_rules(NamePrefix="sb-ct-")["Rules"]]
+
+
+def test_a_missing_function_is_not_reported_as_a_missing_queue(aws_clients: Any) -> None:
+    plumbing = AwsSourcePlumbing(aws_clients, f"absent-{uuid.uuid4().hex[:8]}", "sb-ct-")
+    url = aws_clients.client("sqs").create_queue(QueueName=f"q-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+    attrs = aws_clients.client("sqs").get_queue_attributes(
+        QueueUrl=url, AttributeNames=["QueueArn"]
+    )
+    with pytest.raises(UnavailableError, match="the function"):
+        plumbing.ensure(AwsSource(records.SQS, attrs["Attributes"]["QueueArn"]))
 
 
 def test_a_missing_bucket_is_not_found(env: Any) -> None:
