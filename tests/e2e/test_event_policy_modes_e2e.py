@@ -9,12 +9,15 @@ token`` and no policy on three runtimes sharing one AWS endpoint, one per defaul
 
 from __future__ import annotations
 
+import gzip
+import json
 import subprocess
 import sys
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import boto3
 import httpx
 import pytest
 
@@ -40,6 +43,24 @@ def _metric(broker: LocalBroker, name: str, ns: str) -> float:
         for line in text.splitlines()
         if line.startswith(f"broker_{name}_total{{") and f'namespace="{ns}"' in line
     )
+
+
+def _refused_types(broker: LocalBroker, ns: str) -> list[str | None]:
+    """The event types of the namespace's ``rejected`` archive records with reason
+    ``unauthorized`` (the objects Firehose wrote, in moto)."""
+    s3 = boto3.client("s3", endpoint_url=broker.aws_url)
+    bucket, types = "serverless-broker-local-archive", []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="archive/"):
+        for obj in page.get("Contents", []):
+            body = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
+            if body[:2] == b"\x1f\x8b":
+                body = gzip.decompress(body)
+            for line in body.splitlines():
+                r = json.loads(line)
+                if r["kind"] == "rejected" and r["namespace"] == ns:
+                    assert r["reason"] == "unauthorized", r
+                    types.append(r["event_type"])
+    return types
 
 
 def _token(broker: LocalBroker, ns: str) -> tuple[str, str]:
@@ -160,6 +181,10 @@ def test_each_identity_kind_is_admitted_or_refused_as_the_policies_say(
         # Each refusal counted once: three requests, the reply, each refused firing.
         failures = _metric(local_broker, "source_failure_count", ns)
         assert _metric(local_broker, "unauthorized_count", ns) == 4 + failures
+        # ... and archived as rejected: the requests' events and the reply.
+        wanted = ["order.created", "order.created", "order.deleted", "reply.mute"]
+        archived = lambda: sorted(t for t in _refused_types(local_broker, ns) if t in wanted)  # noqa: E731
+        wait_until(lambda: archived() == wanted, 30, "the refusals archived")
 
     test = ["policy", "test", "-o", "json", "--identity", admitted, "--event"]
     event = '{"specversion": "1.0", "id": "1", "source": "/c", "type": "%s"}'
