@@ -271,6 +271,7 @@ class LocalRuntime:
             {
                 settings.delivery_function: chalice_app.delivery,
                 settings.dead_letter_function: chalice_app.dead_letter,
+                settings.sources_function: chalice_app.sources,  # IntegrationSources' queues
             },
             settings.region,
             say,
@@ -305,6 +306,27 @@ class LocalRuntime:
             events.register(f"after-call.lambda.{operation}", kafka_sources.poke)
         kafka_sources.start()
         self._stack.append(kafka_sources.stop)
+        # IntegrationSources' streams and buckets (brokerctl/source_pollers.py): Lambda's stream
+        # poller and S3's EventBridge notifications, into the same ``sources`` function.
+        from brokerctl.source_pollers import BucketEvents, StreamEventSources
+
+        streams = StreamEventSources(
+            container.clients, settings.sources_function, chalice_app.sources, settings.region,
+            say, refresh_seconds=MAPPING_REFRESH_SECONDS,
+        )  # fmt: skip
+        for operation in MAPPING_OPERATIONS:
+            events.register(f"after-call.lambda.{operation}", streams.poke)
+        streams.start()
+        self._stack.append(streams.stop)
+        buckets = BucketEvents(
+            container.clients, settings.queue_prefix, chalice_app.sources,
+            settings.sources_function, settings.region, say,
+        )  # fmt: skip
+        container.clients.client("events").meta.events.register(
+            "after-call.events.PutTargets", buckets.poke
+        )
+        buckets.start()
+        self._stack.append(buckets.stop)
         # EventBridge Scheduler's part: the sources' schedules fired on time into the same
         # ``pings`` function (brokerctl/local_schedules.py), re-read when the control plane
         # changes one.

@@ -121,7 +121,11 @@ def local_declarations(settings: Settings, account_id: str = "123456789012") -> 
             },
         },
         role_name=r.ref("FirehoseRole"),
-        functions=[by_declared[f"{app_stage}-{fn}"] for fn in meta["MappingTargets"]],
+        # A function with no output of its own (sources) is named from the stage, as Settings.
+        functions=[
+            by_declared.get(f"{app_stage}-{fn}", f"{app_stage}-{fn}")
+            for fn in meta["MappingTargets"]
+        ],
         queue_prefix=environment["BROKER_QUEUE_PREFIX"],
         queue_attributes=dict(queues["Queue"]),
         dead_letter_queue_attributes=dict(queues["DeadLetterQueue"]),

@@ -61,6 +61,7 @@ def test_local_declarations_name_what_settings_defaults_name() -> None:
         settings.delivery_function,
         settings.dead_letter_function,
         settings.kafka_function,
+        settings.sources_function,
     ]
     assert decl.queue_prefix == settings.queue_prefix
     for var, attr in SETTINGS_FIELDS.items():

@@ -119,7 +119,7 @@ def test_functions_get_their_settings_and_policy(
 def test_every_function_is_traced_actively(which: str, request: pytest.FixtureRequest) -> None:
     out: Path = request.getfixturevalue(which)
     functions = _functions(_sam(out))
-    assert len(functions) == 7  # with the replayer (docs/replay.md) and pings (docs/sources.md)
+    assert len(functions) == 8  # the replayer (docs/replay.md), pings, sources (docs/sources.md)
     for logical_id, resource in functions.items():
         assert resource["Properties"].get("Tracing") == "Active", logical_id
 

@@ -37,6 +37,7 @@ LAMBDAS = (
     ),
     f"serverless-broker-{STAGE}-kafka_ingress",
     f"serverless-broker-{STAGE}-pings",
+    f"serverless-broker-{STAGE}-sources",
 )
 QUEUE_RW = {
     "sqs:ChangeMessageVisibility", "sqs:CreateQueue", "sqs:DeleteMessage", "sqs:DeleteQueue",
@@ -406,7 +407,7 @@ def test_conditional_wildcards_keep_their_conditions(
             targets = by_sid[sid]["Condition"]["StringEquals"]["lambda:FunctionArn"]
             assert [t["Fn::Sub"].rsplit(":", 1)[-1] for t in targets] == [
                 f"serverless-broker-{STAGE}-{f}"
-                for f in ("delivery", "dead_letter", "kafka_ingress")
+                for f in ("delivery", "dead_letter", "kafka_ingress", "sources")
             ]
 
 
@@ -483,7 +484,7 @@ def test_functions_that_carry_archive_records_may_put_late_ones_under_archive(
                 "Resource": f"{ARCHIVE}/archive/*/late-*",
             }
         ], fn
-    assert sorted(writers) == ["api_handler", "dead_letter", "delivery", "pings"]
+    assert sorted(writers) == ["api_handler", "dead_letter", "delivery", "pings", "sources"]
 
 
 @pytest.mark.parametrize("fn", ["api_handler", "reconciler"])
