@@ -339,7 +339,7 @@ def _render(values: Iterable[int], low: int, high: int) -> str:
     return ",".join(runs)
 
 
-_RATE = re.compile(r"^rate\((?P<value>[0-9]{1,6}) (?P<unit>seconds?|minutes?|hours?|days?)\)$")
+_RATE = re.compile(r"^rate\((?P<value>[0-9]{1,8}) (?P<unit>seconds?|minutes?|hours?|days?)\)$")
 _UNIT_SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
 
 
