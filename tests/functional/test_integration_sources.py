@@ -234,12 +234,16 @@ def test_a_seconds_rate_reads_back_for_the_local_runtime_and_scheduler_refuses_i
 def test_the_sources_function_sends_the_good_records_and_names_the_bad_one(
     h: Harness, client: Client
 ) -> None:
-    """Through app.sources and the container: the source's plumbing cannot be made here (no
-    endpoint), but its records still reach its broker's trigger, with its identity."""
+    """Through app.sources and the container: the source's queue is missing here (its plumbing
+    a fake: no AWS call), but records handed over still reach its broker's trigger."""
+    from tests.fuzz.test_integrationsource_fuzz import MissingEverything
+
+    h.container.integration_source_hooks._plumbing = MissingEverything()
     h.broker()
     h.trigger("display", filter={"type": "dev.knative.connector.event.aws-sqs"})
     r = call(client, "put", f"{IS}/orders", body("orders", aws={"sqs": {"arn": QUEUE}}))
     assert r.status_code == 201, r.body
+    assert conditions(json.loads(r.body))["Ready"]["reason"] == "QueueDoesNotExist"
     good = {
         "messageId": "m-1",
         "body": '{"order": 7}',
