@@ -97,7 +97,6 @@ def _configure_environment(opts: DevOptions, endpoint: str, external: bool) -> N
     # Archive records gathered for a second across requests, as Firehose buffers before S3: one
     # archive call for many events instead of one per request (chalicelib/services/archiver.py).
     os.environ.setdefault("BROKER_ARCHIVE_BATCH_SECONDS", "1")
-    os.environ.setdefault("BROKER_METRICS_REFRESH_SECONDS", "5")
     # Local mode aggregates metrics itself and serves them at /metrics; EMF to stdout would flood.
     os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "ServerlessBroker")
     os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "serverless-broker")

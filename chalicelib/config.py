@@ -107,9 +107,6 @@ class Settings:
     # Where the metrics job writes its tables (s3://bucket/prefix/ or a local directory); the
     # registry reads the event types seen per broker from there. None: the ingress sample only.
     metrics_location: str | None = f"s3://{APP_NAME}-local-metrics/metrics/"
-    # How long the registry keeps the metrics job's event types before reading them again: the
-    # job runs hourly on AWS; the local runtime reads a file it may have just written (5 s).
-    metrics_refresh_seconds: float = 60.0
     # What was wrong with the environment it was read from (empty when built in code); see
     # require_runnable. Not compared: two Settings with the same values are the same settings.
     problems: tuple[str, ...] = field(default=(), compare=False)
@@ -209,9 +206,6 @@ class Settings:
             ),
             metrics_location=env.get("BROKER_METRICS_LOCATION")
             or (f"s3://{base}-metrics/metrics/" if stage == "local" else None),
-            metrics_refresh_seconds=max(
-                0.0, float(number("BROKER_METRICS_REFRESH_SECONDS", "60", float))
-            ),
             mappings_enabled=_bool(env.get("BROKER_MAPPINGS_ENABLED"), True),
             subscriber_allowlist=tuple(
                 s.strip()
@@ -241,6 +235,13 @@ class Settings:
                 if s.strip()
             ),
         )
+
+    @property
+    def metrics_refresh_seconds(self) -> float:
+        """How long the registry keeps the metrics job's event types before reading them again:
+        the job runs hourly on AWS (a minute); locally ``brokerctl metrics`` may have just written
+        the file (5 s)."""
+        return 5.0 if self.local_mode else 60.0
 
     @property
     def pings_function(self) -> str:
@@ -317,7 +318,6 @@ def _environment_problems(env: Mapping[str, str], stage: str) -> tuple[str, ...]
         ("BROKER_DELIVERY_TIMEOUT_SECONDS", int),
         ("BROKER_ARCHIVE_BATCH_SECONDS", float),
         ("BROKER_REPLAY_SETTLE_SECONDS", float),
-        ("BROKER_METRICS_REFRESH_SECONDS", float),
     ):
         value = env.get(name)
         if value:

@@ -40,7 +40,6 @@ def test_local_mode_needs_the_local_stage_and_the_flag(
             {"BROKER_STAGE": "prod", "BROKER_MAPPINGS_ENABLED": "false"},
             ["BROKER_MAPPINGS_ENABLED=false is for local mode only"],
         ),
-        ({**LOCAL, "BROKER_METRICS_REFRESH_SECONDS": "hourly"}, ["BROKER_METRICS_REFRESH"]),
         (
             {"BROKER_CACHE_TTL_SECONDS": "soon", "BROKER_DELIVERY_TIMEOUT_SECONDS": "1e3"},
             ["BROKER_STAGE is not set", "BROKER_CACHE_TTL_SECONDS", "BROKER_DELIVERY_TIMEOUT"],
@@ -73,16 +72,9 @@ def test_a_complete_environment_runs(env: dict[str, str]) -> None:
     assert settings.require_runnable() is settings
 
 
-def test_the_registry_rereads_the_metrics_job_output_every_minute_unless_told() -> None:
+def test_the_registry_rereads_the_metrics_job_output_every_minute_and_locally_at_once() -> None:
     assert Settings.from_env({"BROKER_STAGE": "prod"}).metrics_refresh_seconds == 60
-    assert (
-        Settings.from_env({**LOCAL, "BROKER_METRICS_REFRESH_SECONDS": "5"}).metrics_refresh_seconds
-        == 5
-    )
-    assert (
-        Settings.from_env({**LOCAL, "BROKER_METRICS_REFRESH_SECONDS": "-1"}).metrics_refresh_seconds
-        == 0
-    )
+    assert Settings.from_env(LOCAL).metrics_refresh_seconds == 5
 
 
 def test_bootstrap_creates_resources_only_in_local_mode() -> None:
