@@ -1,14 +1,15 @@
 """IntegrationSources' plumbing on AWS (services/integration_sources.SourcePlumbing): an event
 source mapping on an SQS queue or a DynamoDB table's stream into the ``sources`` function, with
 partial batch failures; for a bucket, its notifications to EventBridge turned on and one rule of
-ours sending its object events to the same function (docs/sources.md says why EventBridge)."""
+ours sending its object events to the same function, which EventBridge may invoke for that rule
+only (a permission named as the rule; docs/sources.md says why EventBridge)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from chalicelib.adapters.aws_clients import AwsClients
@@ -71,6 +72,10 @@ class AwsSourcePlumbing:
                     events.delete_rule(Name=name)
                 except events.exceptions.ResourceNotFoundException:
                     pass  # already gone
+            lam = self._client("lambda")
+            gone = lam.exceptions.ResourceNotFoundException  # already removed
+            with _refusals(f"remove permission {name} of {self._function}"), suppress(gone):
+                lam.remove_permission(FunctionName=self._function, StatementId=name)
             return
         try:
             arn = self._queue_arn(aws) if aws.connector == records.SQS else self._stream_arn(aws)
@@ -134,9 +139,20 @@ class AwsSourcePlumbing:
         }
         name = self._rule_name(aws)
         events = self._client("events")
+        lam = self._client("lambda")
         with _refusals(f"rule {name}"):
-            function = self._client("lambda").get_function(FunctionName=self._function)
-            events.put_rule(Name=name, EventPattern=json.dumps(pattern), State="ENABLED")
+            function = lam.get_function(FunctionName=self._function)
+            rule = events.put_rule(Name=name, EventPattern=json.dumps(pattern), State="ENABLED")
+            # EventBridge may invoke the function for this rule only; the statement id is the
+            # rule's name, so a conflict is the grant of an earlier PUT.
+            with suppress(lam.exceptions.ResourceConflictException):
+                lam.add_permission(
+                    FunctionName=self._function,
+                    StatementId=name,
+                    Action="lambda:InvokeFunction",
+                    Principal="events.amazonaws.com",
+                    SourceArn=rule["RuleArn"],
+                )
             events.put_targets(
                 Rule=name,
                 Targets=[{"Id": "sources", "Arn": function["Configuration"]["FunctionArn"]}],

@@ -105,8 +105,18 @@ def test_a_bucket_sends_object_events_through_one_rule(env: Any) -> None:
     assert json.loads(rule["EventPattern"])["detail"] == {"bucket": {"name": [bucket]}}
     (target,) = events.list_targets_by_rule(Rule=rule["Name"])["Targets"]
     assert target["Arn"].endswith(f":function:{function}")
+    lam = clients.client("lambda")
+    (grant,) = json.loads(lam.get_policy(FunctionName=function)["Policy"])["Statement"]
+    assert grant["Sid"] == rule["Name"]
+    assert grant["Principal"] == {"Service": "events.amazonaws.com"}
+    assert grant["Condition"]["ArnLike"]["AWS:SourceArn"] == rule["Arn"]
     plumbing.remove(source)
     assert rule["Name"] not in [r["Name"] for r in events.list_rules(NamePrefix="sb-ct-")["Rules"]]
+    try:
+        left = json.loads(lam.get_policy(FunctionName=function)["Policy"])["Statement"]
+    except lam.exceptions.ResourceNotFoundException:
+        left = []  # AWS: no policy once its last statement goes
+    assert [s["Sid"] for s in left] == []
 
 
 def test_a_missing_function_is_not_reported_as_a_missing_queue(aws_clients: Any) -> None:
