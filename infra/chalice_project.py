@@ -162,6 +162,9 @@ def patch_package(
     from infra import target_policy  # the ARNs the stage delivers to (docs/targets.md)
 
     imported.update(target_policy.environment(config, stage))
+    from infra import source_policy  # what IntegrationSources may read (docs/sources.md)
+
+    imported.update(source_policy.environment(config, stage))
     patched = copy.deepcopy(sam)
     spool = spool_layer.carrying(config, stage)  # the carry spool's extension (docs/cost.md)
     if spool:

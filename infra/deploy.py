@@ -37,6 +37,7 @@ from infra import (
     chalice_project,
     function_url,
     gateway_responses,
+    source_policy,
     spool_layer,
     stack,
     target_policy,
@@ -206,6 +207,9 @@ def deploy(session: Any, stage: str, parameters: dict[str, str], public_url: str
     environment.update(function_url.FunctionUrl.of_stage(config, stage).environment())
     # The ARNs the stage delivers to (infra/target_policy.py), resolved for this account.
     for variable, value in target_policy.environment(config, stage).items():
+        environment[variable] = str(resolver.resolve(value))
+    # What IntegrationSources may read (infra/source_policy.py), resolved the same way.
+    for variable, value in source_policy.environment(config, stage).items():
         environment[variable] = str(resolver.resolve(value))
     layers = None
     if spool_layer.carrying(config, stage):  # carried archive records' shutdown extension

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from infra import target_policy
+from infra import source_policy, target_policy
 from infra.cfn import Resolver
 from infra.chalice_project import load_config
 from tests.infra.conftest import ACCOUNT, REGION, STAGE
@@ -238,6 +238,29 @@ def _target_allowlist() -> dict[str, Allowed]:
 
 
 ALLOWLIST.update(_target_allowlist())
+
+
+def _source_allowlist() -> dict[str, Allowed]:
+    """The stage's source_arn_patterns (docs/sources.md): the queues, tables' streams and
+    buckets its IntegrationSources may read or wire, and the rules named with its prefix
+    (infra/source_policy.py; tests/infra/test_source_policy.py checks each role's part)."""
+    reason = "an IntegrationSource the stage's source_arn_patterns allow (infra/source_policy.py)"
+    out: dict[str, Allowed] = {}
+    for pattern in source_policy.patterns_of(load_config(), STAGE):
+        service = source_policy.service_of(pattern)
+        actions = {*source_policy.WIRE_ACTIONS[service]}
+        if service == "sqs":
+            actions |= set(source_policy.READ_ACTIONS["sqs"])
+        if service == "dynamodb":
+            streams = source_policy.READ_ACTIONS["dynamodb"]
+            out[_resolved(pattern + "/stream/*")] = _allow(set(streams), reason)
+        out[_resolved(pattern)] = _allow(actions, reason)
+    rules = f"arn:aws:events:{REGION}:{ACCOUNT}:rule/sb-{STAGE}-s3-*"
+    out[rules] = _allow(set(source_policy.RULE_ACTIONS), reason)
+    return out
+
+
+ALLOWLIST.update(_source_allowlist())
 
 
 def test_target_statements_are_generated_from_the_stage_patterns(
