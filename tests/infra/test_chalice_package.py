@@ -167,6 +167,10 @@ def test_pipeline_package_names_functions_and_imports_the_shared_stack(
         assert variables["BROKER_TARGET_ARN_PATTERNS"] == {
             "Fn::Sub": ",".join(chalice_config["stages"][STAGE]["target_arn_patterns"])
         }
+        # What IntegrationSources may read (infra/source_policy.py), as granted.
+        assert variables["BROKER_SOURCE_ARN_PATTERNS"] == {
+            "Fn::Sub": ",".join(chalice_config["stages"][STAGE]["source_arn_patterns"])
+        }
         assert {"BROKER_ARCHIVE_BUCKET", "BROKER_CLAIM_BUCKET"} <= {
             k for k, v in variables.items() if isinstance(v, dict)
         }
