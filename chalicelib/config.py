@@ -33,6 +33,11 @@ class ConfigurationError(Exception):
     BrokerError: it is the operator's to fix, and callers get an opaque 500."""
 
 
+def _listed(value: str) -> tuple[str, ...]:
+    """A comma-separated setting's items, blanks dropped."""
+    return tuple(item.strip() for item in value.split(",") if item.strip())
+
+
 def _bool(value: str | None, default: bool) -> bool:
     if value is None or value == "":
         return default
@@ -159,6 +164,7 @@ class Settings:
 
         carry = min(300.0, max(0.0, float(number("BROKER_ARCHIVE_CARRY_SECONDS", "0", float))))
         carry_off = _carry_off(env, carry, extensions_dir)
+        every_arn = "arn:*" if _local_mode(env, stage) else ""  # local mode allows every ARN
         return cls(
             stage=stage,
             region=get("AWS_REGION", env.get("AWS_DEFAULT_REGION", "us-east-1")),
@@ -207,11 +213,7 @@ class Settings:
             metrics_location=env.get("BROKER_METRICS_LOCATION")
             or (f"s3://{base}-metrics/metrics/" if stage == "local" else None),
             mappings_enabled=_bool(env.get("BROKER_MAPPINGS_ENABLED"), True),
-            subscriber_allowlist=tuple(
-                s.strip()
-                for s in env.get("BROKER_SUBSCRIBER_ALLOWLIST", "").split(",")
-                if s.strip()
-            ),
+            subscriber_allowlist=_listed(env.get("BROKER_SUBSCRIBER_ALLOWLIST", "")),
             signing_key=f"alias/{base}-signing",
             authorization_default_mode=(
                 env.get("BROKER_AUTHORIZATION_DEFAULT_MODE") or ALLOW_SAME_NAMESPACE
@@ -220,20 +222,8 @@ class Settings:
             problems=problems,
             on_lambda=bool(env.get("AWS_LAMBDA_FUNCTION_NAME")),
             function_url_ingress_only=_bool(env.get("BROKER_FUNCTION_URL_INGRESS_ONLY"), False),
-            target_arn_patterns=tuple(
-                s.strip()
-                for s in env.get(
-                    "BROKER_TARGET_ARN_PATTERNS", "arn:*" if _local_mode(env, stage) else ""
-                ).split(",")
-                if s.strip()
-            ),
-            source_arn_patterns=tuple(
-                s.strip()
-                for s in env.get(
-                    "BROKER_SOURCE_ARN_PATTERNS", "arn:*" if _local_mode(env, stage) else ""
-                ).split(",")
-                if s.strip()
-            ),
+            target_arn_patterns=_listed(env.get("BROKER_TARGET_ARN_PATTERNS", every_arn)),
+            source_arn_patterns=_listed(env.get("BROKER_SOURCE_ARN_PATTERNS", every_arn)),
         )
 
     @property

@@ -70,6 +70,21 @@ _SECRET_REF = _described(
     _obj(["arn"], arn=STRING),
 )
 
+# A PingSource's or IntegrationSource's spec.sink (core/resources/source_sink.py).
+_SOURCE_SINK = _described(
+    "ref to a Broker of the namespace, or uri",
+    _obj(
+        ref=_obj(
+            ["kind", "name"],
+            apiVersion=STRING,
+            kind={"const": "Broker"},
+            name=ref("Name"),
+            namespace=STRING,
+        ),
+        uri=_URI,
+    ),
+)
+
 SCHEMAS: dict[str, Any] = {
     "Problem": _described(
         "RFC 9457 problem details; `errors` names every invalid field at once",
@@ -213,19 +228,7 @@ SCHEMAS: dict[str, Any] = {
             data=_described("the payload (or dataBase64)", {"type": "string", "maxLength": 65536}),
             dataBase64={"type": "string", "maxLength": 65536},
             ceOverrides=_obj(extensions=_STRING_MAP),
-            sink=_described(
-                "ref to a Broker of the namespace, or uri",
-                _obj(
-                    ref=_obj(
-                        ["kind", "name"],
-                        apiVersion=STRING,
-                        kind={"const": "Broker"},
-                        name=ref("Name"),
-                        namespace=STRING,
-                    ),
-                    uri=_URI,
-                ),
-            ),
+            sink=_SOURCE_SINK,
         ),
     ),
     "IntegrationSource": _resource(
@@ -253,19 +256,7 @@ SCHEMAS: dict[str, Any] = {
                     ddbStreams=_obj(["table"], table=STRING, region=STRING),
                 ),
             ),
-            sink=_described(
-                "ref to a Broker of the namespace, or uri",
-                _obj(
-                    ref=_obj(
-                        ["kind", "name"],
-                        apiVersion=STRING,
-                        kind={"const": "Broker"},
-                        name=ref("Name"),
-                        namespace=STRING,
-                    ),
-                    uri=_URI,
-                ),
-            ),
+            sink=_SOURCE_SINK,
         ),
     ),
     "KafkaSource": _resource(

@@ -25,7 +25,7 @@ from chalicelib.core.errors import (
     ValidationError,
 )
 from chalicelib.core.names import quote
-from chalicelib.core.resources.broker import Broker, ingress_url
+from chalicelib.core.resources.broker import Broker
 from chalicelib.core.resources.integration_source import (
     SCHEDULE_OWNER,
     AwsSource,
@@ -108,14 +108,13 @@ class IntegrationSourceHooks(Hooks[IntegrationSource]):
 
     def status(self, stored: Stored[IntegrationSource]) -> dict[str, Any]:
         source = stored.resource
-        sink_uri = source.sink.uri
-        if source.sink.broker is not None:
-            exists = self._brokers.get(source.namespace, source.sink.broker) is not None
-            url = ingress_url(self._settings.public_url, source.namespace, source.sink.broker)
-            sink_uri = url if exists else None
         return integration_source_status(
             source,
-            sink_uri=sink_uri,
+            sink_uri=source.sink.resolved_uri(
+                source.namespace,
+                self._settings.public_url,
+                lambda broker: self._brokers.get(source.namespace, broker) is not None,
+            ),
             sink_message=f'Broker "{source.sink.broker}" does not exist',
             deployed=bool(stored.state.get("deployed")),
             deploy_reason=str(stored.state.get("reason") or "NotDeployed"),

@@ -13,7 +13,7 @@ from typing import Any
 from chalicelib.config import Settings
 from chalicelib.core.clock import utcnow
 from chalicelib.core.errors import BrokerError
-from chalicelib.core.resources.broker import Broker, ingress_url
+from chalicelib.core.resources.broker import Broker
 from chalicelib.core.resources.ping_source import (
     SCHEDULE_OWNER,
     PingSource,
@@ -57,15 +57,14 @@ class PingSourceHooks(Hooks[PingSource]):
 
     def status(self, stored: Stored[PingSource]) -> dict[str, Any]:
         source = stored.resource
-        sink_uri = source.sink.uri
-        if source.sink.broker is not None:
-            exists = self._brokers.get(source.namespace, source.sink.broker) is not None
-            url = ingress_url(self._public_url, source.namespace, source.sink.broker)
-            sink_uri = url if exists else None
         deployed, message = self._deployed(stored)
         return ping_source_status(
             source,
-            sink_uri=sink_uri,
+            sink_uri=source.sink.resolved_uri(
+                source.namespace,
+                self._public_url,
+                lambda broker: self._brokers.get(source.namespace, broker) is not None,
+            ),
             sink_message=f'Broker "{source.sink.broker}" does not exist',
             deployed=deployed,
             deploy_message=message,

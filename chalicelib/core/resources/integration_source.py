@@ -28,11 +28,10 @@ from chalicelib.core.cron import Rate
 from chalicelib.core.errors import Problem, ValidationError
 from chalicelib.core.names import quote
 from chalicelib.core.resources import meta
-from chalicelib.core.resources.conditions import ConditionSet, previous_conditions
 from chalicelib.core.resources.fields import json_object as _object
 from chalicelib.core.resources.fields import unknown_fields as _unknown
 from chalicelib.core.resources.kind import ResourceKind
-from chalicelib.core.resources.source_sink import SourceSink, parse_sink
+from chalicelib.core.resources.source_sink import SourceSink, parse_sink, source_status
 from chalicelib.core.schedules import EventTemplate, Schedule, Sink
 
 API_VERSION = "sources.knative.dev/v1alpha1"
@@ -43,9 +42,6 @@ SCHEDULE_OWNER = "integrationsource/"  # the key prefix of its timers' schedules
 MAX_MESSAGE_CHARS = 65_536
 MAX_CONTENT_TYPE_CHARS = 256
 MAX_NAME_CHARS = 2_048
-SINK_PROVIDED = "SinkProvided"
-DEPLOYED = "Deployed"
-CONDITIONS = ConditionSet((SINK_PROVIDED, DEPLOYED))
 _REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d{1,2}$")
 _SQS_ARN = re.compile(r"^arn:aws[a-z-]*:sqs:([a-z0-9-]+):(\d{12}):([A-Za-z0-9_-]{1,75}(\.fifo)?)$")
 _S3_ARN = re.compile(r"^arn:aws[a-z-]*:s3:::([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])$")
@@ -264,21 +260,18 @@ def integration_source_status(
 ) -> dict[str, Any]:
     """``sink_uri``: where its events go, None when its broker does not exist (``sink_message``);
     ``deployed``: its mapping, rule or schedule runs, else why not (a missing queue, a refusal)."""
-    manager = CONDITIONS.manage(previous_conditions(previous), now)
-    status: dict[str, Any] = {"observedGeneration": source.generation}
-    if sink_uri is None:
-        manager.mark_false(SINK_PROVIDED, "BrokerDoesNotExist", sink_message)
-    else:
-        manager.mark_true(SINK_PROVIDED)
-        status["sinkUri"] = sink_uri
-    if deployed:
-        manager.mark_true(DEPLOYED)
-    else:
-        manager.mark_false(DEPLOYED, deploy_reason, deploy_message)
     attributes = records.attributes(source.connector)
-    status["ceAttributes"] = [{"type": attributes["type"], "source": attributes["source"]}]
-    status["conditions"] = manager.to_json()
-    return status
+    return source_status(
+        source.generation,
+        sink_uri=sink_uri,
+        sink_message=sink_message,
+        deployed=deployed,
+        deploy_reason=deploy_reason,
+        deploy_message=deploy_message,
+        ce_attributes={"type": attributes["type"], "source": attributes["source"]},
+        now=now,
+        previous=previous,
+    )
 
 
 INTEGRATION_SOURCES: ResourceKind[IntegrationSource] = ResourceKind(

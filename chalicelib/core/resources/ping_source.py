@@ -32,11 +32,10 @@ from chalicelib.core.cron import Cron, parse_cron
 from chalicelib.core.errors import Problem, ValidationError
 from chalicelib.core.names import quote
 from chalicelib.core.resources import meta
-from chalicelib.core.resources.conditions import ConditionSet, previous_conditions
 from chalicelib.core.resources.fields import json_object as _object
 from chalicelib.core.resources.fields import unknown_fields as _unknown
 from chalicelib.core.resources.kind import ResourceKind
-from chalicelib.core.resources.source_sink import SourceSink, parse_sink
+from chalicelib.core.resources.source_sink import SourceSink, parse_sink, source_status
 from chalicelib.core.schedules import EventTemplate, Schedule, Sink
 
 API_VERSION = "sources.knative.dev/v1"
@@ -51,9 +50,6 @@ MAX_DATA_CHARS = 65_536
 MAX_CONTENT_TYPE_CHARS = 256
 MAX_EXTENSIONS = 32
 MAX_EXTENSION_VALUE_CHARS = 4_096
-SINK_PROVIDED = "SinkProvided"
-DEPLOYED = "Deployed"
-PING_CONDITIONS = ConditionSet((SINK_PROVIDED, DEPLOYED))
 # Attributes the source sets itself: an override would make its events something else.
 _OWN_ATTRIBUTES = frozenset(
     {"specversion", "id", "source", "type", "time", "datacontenttype", "dataschema", "data"}
@@ -277,20 +273,17 @@ def ping_source_status(
 ) -> dict[str, Any]:
     """``sink_uri``: where its events go, None when its broker does not exist (with
     ``sink_message``); ``deployed``: its schedule exists as wanted (else ``deploy_message``)."""
-    manager = PING_CONDITIONS.manage(previous_conditions(previous), now)
-    status: dict[str, Any] = {"observedGeneration": source.generation}
-    if sink_uri is None:
-        manager.mark_false(SINK_PROVIDED, "BrokerDoesNotExist", sink_message)
-    else:
-        manager.mark_true(SINK_PROVIDED)
-        status["sinkUri"] = sink_uri
-    if deployed:
-        manager.mark_true(DEPLOYED)
-    else:
-        manager.mark_false(DEPLOYED, "ScheduleNotDeployed", deploy_message)
-    status["ceAttributes"] = [{"type": EVENT_TYPE, "source": source.event_source}]
-    status["conditions"] = manager.to_json()
-    return status
+    return source_status(
+        source.generation,
+        sink_uri=sink_uri,
+        sink_message=sink_message,
+        deployed=deployed,
+        deploy_reason="ScheduleNotDeployed",
+        deploy_message=deploy_message,
+        ce_attributes={"type": EVENT_TYPE, "source": source.event_source},
+        now=now,
+        previous=previous,
+    )
 
 
 PING_SOURCES: ResourceKind[PingSource] = ResourceKind(

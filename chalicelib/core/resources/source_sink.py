@@ -4,12 +4,16 @@ by the sources that deliver themselves (PingSource, IntegrationSource). Pure."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
 from chalicelib.core.errors import Problem
 from chalicelib.core.names import name_problems, quote
+from chalicelib.core.resources.broker import ingress_url
+from chalicelib.core.resources.conditions import ConditionSet, previous_conditions
 from chalicelib.core.resources.delivery_spec import uri_problems
 from chalicelib.core.resources.fields import json_object as _object
 from chalicelib.core.resources.fields import unknown_fields as _unknown
@@ -30,6 +34,17 @@ class SourceSink:
                 "ref": {"apiVersion": BROKER_API_VERSION, "kind": "Broker", "name": self.broker}
             }
         return {"uri": self.uri}
+
+    def resolved_uri(
+        self, namespace: str, public_url: str, broker_exists: Callable[[str], bool]
+    ) -> str | None:
+        """Where the source's events go (status ``sinkUri``): its uri, or its broker's ingress
+        URL; None while that broker does not exist."""
+        if self.broker is None:
+            return self.uri
+        return (
+            ingress_url(public_url, namespace, self.broker) if broker_exists(self.broker) else None
+        )
 
 
 def parse_sink(raw: object, namespace: str, problems: list[Problem]) -> SourceSink:
@@ -72,3 +87,40 @@ def parse_sink(raw: object, namespace: str, problems: list[Problem]) -> SourceSi
         )
     problems += name_problems(ref.get("name"), "spec.sink.ref.name", what="broker name")
     return SourceSink() if len(problems) > before else SourceSink(broker=str(ref["name"]))
+
+
+SINK_PROVIDED = "SinkProvided"
+DEPLOYED = "Deployed"
+SOURCE_CONDITIONS = ConditionSet((SINK_PROVIDED, DEPLOYED))
+
+
+def source_status(
+    generation: int,
+    *,
+    sink_uri: str | None,
+    sink_message: str,
+    deployed: bool,
+    deploy_reason: str,
+    deploy_message: str,
+    ce_attributes: Mapping[str, str],
+    now: datetime,
+    previous: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A PingSource's or IntegrationSource's status. ``sink_uri``: where its events go, None when
+    its broker does not exist (``sink_message``); ``deployed``: its schedule, mapping or rule runs,
+    else why not (``deploy_reason``, ``deploy_message``); ``ce_attributes``: the type and source
+    of the events it sends."""
+    manager = SOURCE_CONDITIONS.manage(previous_conditions(previous), now)
+    status: dict[str, Any] = {"observedGeneration": generation}
+    if sink_uri is None:
+        manager.mark_false(SINK_PROVIDED, "BrokerDoesNotExist", sink_message)
+    else:
+        manager.mark_true(SINK_PROVIDED)
+        status["sinkUri"] = sink_uri
+    if deployed:
+        manager.mark_true(DEPLOYED)
+    else:
+        manager.mark_false(DEPLOYED, deploy_reason, deploy_message)
+    status["ceAttributes"] = [dict(ce_attributes)]
+    status["conditions"] = manager.to_json()
+    return status
