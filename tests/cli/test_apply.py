@@ -94,11 +94,12 @@ CORPUS_REFS = [
     "connection.serverless-broker.dev/billing-api",
     "trigger.eventing.knative.dev/invoices-to-billing",
     "eventpolicy.eventing.knative.dev/my-event-policy",
+    "integrationsource.sources.knative.dev/integration-source-timer",
 ]
 
 
 KINDS = ("broker", "trigger", "replay", "kafkasource", "eventtransform", "pingsource")
-KINDS += ("integrationsink", "connection", "eventpolicy")
+KINDS += ("integrationsink", "connection", "eventpolicy", "integrationsource")
 
 
 def stored(h: Harness, kind: str, ns: str = "shop") -> list[str]:
@@ -326,7 +327,7 @@ def test_dry_run_checks_every_document_and_changes_nothing(h: Harness, ctl: Ctl,
 def test_get_output_applies_back_unchanged(h: Harness, ctl: Ctl, fmt: str):
     assert ctl("apply", "-f", str(CORPUS)).code == 0
     kinds = ("brokers", "triggers", "kafkasources", "eventtransforms", "replays", "pingsources")
-    kinds += ("integrationsinks", "connections", "eventpolicies")
+    kinds += ("integrationsinks", "connections", "eventpolicies", "integrationsources")
     for kind in kinds:
         listing = ctl("get", kind, "-o", fmt)
         assert listing.code == 0, listing.err

@@ -27,6 +27,7 @@ FILES = [
     "08-integration-sink.yaml",
     "09-connection.yaml",
     "10-event-policy.yaml",
+    "11-integration-source.yaml",
 ]
 
 
@@ -47,14 +48,14 @@ def test_the_corpus_applies_unchanged_again_and_round_trips_through_get(url: str
     first = ctl(url, "apply", *files)
     assert first.code == 0, first.err
     assert all(line.endswith(" created") for line in first.out.splitlines()), first.out
-    assert len(first.out.splitlines()) == 14
+    assert len(first.out.splitlines()) == 15
 
     again = ctl(url, "apply", *files)
     assert again.code == 0, again.err
     assert again.out.replace("unchanged", "created") == first.out
 
     kinds = ("brokers", "triggers", "eventtransforms", "replays", "pingsources")
-    for kind in (*kinds, "integrationsinks", "connections", "eventpolicies"):
+    for kind in (*kinds, "integrationsinks", "connections", "eventpolicies", "integrationsources"):
         exported = ctl(url, "get", kind, "-o", "yaml")
         assert exported.code == 0, exported.err
         back = ctl(url, "apply", "-f", "-", stdin=exported.out.encode())
