@@ -12,7 +12,7 @@ from urllib.parse import quote
 from brokerctl import output
 from brokerctl.client import BrokerClient, UsageError
 from brokerctl.commands_common import command, connection_options, show
-from brokerctl.commands_pingsource import sink_of
+from brokerctl.commands_pingsource import sink_of, sink_text
 
 API = "/apis/sources.knative.dev/v1alpha1/namespaces"
 KIND = "IntegrationSource"
@@ -118,19 +118,13 @@ def _create(args: argparse.Namespace, client: BrokerClient) -> None:
     show(args, doc, lambda: output.say(said))
 
 
-def _sink_text(doc: Mapping[str, Any]) -> str:
-    sink = (doc.get("spec") or {}).get("sink") or {}
-    ref = sink.get("ref")
-    return f"broker:{ref.get('name', '')}" if ref else str(sink.get("uri", ""))
-
-
 def _list(args: argparse.Namespace, client: BrokerClient) -> None:
     doc = client.get(_path(client))
     rows = [
         (
             (s.get("metadata") or {}).get("name", ""),
             origin_text(s),
-            _sink_text(s),
+            sink_text(s),
             output.age((s.get("metadata") or {}).get("creationTimestamp")),
             output.ready(s),
             output.condition(s, "Ready").get("reason", ""),
@@ -161,7 +155,7 @@ def _print_description(doc: Mapping[str, Any]) -> None:
         ("Source", origin_text(doc)),
         ("Message", timer.get("message")),
         ("Content type", timer.get("contentType")),
-        ("Sink", _sink_text(doc)),
+        ("Sink", sink_text(doc)),
         ("Sink URI", status.get("sinkUri")),
     ):
         if value not in (None, ""):

@@ -107,7 +107,8 @@ def _create(args: argparse.Namespace, client: BrokerClient) -> None:
     show(args, doc, lambda: output.say(said))
 
 
-def _sink_text(doc: Mapping[str, Any]) -> str:
+def sink_text(doc: Mapping[str, Any]) -> str:
+    """A source's sink as its create command takes it: ``broker:NAME`` or the uri."""
     sink = (doc.get("spec") or {}).get("sink") or {}
     ref = sink.get("ref")
     return f"{BROKER_PREFIX}{ref.get('name', '')}" if ref else str(sink.get("uri", ""))
@@ -119,7 +120,7 @@ def _list(args: argparse.Namespace, client: BrokerClient) -> None:
         (
             (p.get("metadata") or {}).get("name", ""),
             (p.get("spec") or {}).get("schedule", ""),
-            _sink_text(p),
+            sink_text(p),
             output.age((p.get("metadata") or {}).get("creationTimestamp")),
             output.ready(p),
             output.condition(p, "Ready").get("reason", ""),
@@ -151,7 +152,7 @@ def _print_description(doc: Mapping[str, Any]) -> None:
         ("Content type", spec.get("contentType")),
         ("Data", spec.get("data")),
         ("Data (base64)", spec.get("dataBase64")),
-        ("Sink", _sink_text(doc)),
+        ("Sink", sink_text(doc)),
         ("Sink URI", status.get("sinkUri")),
     ):
         if value not in (None, ""):
