@@ -32,7 +32,7 @@ class Clock:
 
 def oauth(token_url: str = "https://auth.example/token") -> Connection:
     auth = OAuthClientCredentials(token_url, "client", ARN, None)
-    return Connection("ns", "c", "uid", 1, "", auth)
+    return Connection("ns", "c", auth, uid="uid", generation=1)
 
 
 def token(value: str = "tok", **extra: object) -> HttpResponse:
@@ -49,7 +49,7 @@ def world(*answers: HttpResponse) -> tuple[ConnectionAuth, MemorySecrets, Script
 
 def test_a_secret_is_read_again_once_its_ttl_has_passed() -> None:
     auth, secrets, _, clock = world()
-    key = Connection("ns", "k", "u", 1, "", ApiKey("X-Key", ARN))
+    key = Connection("ns", "k", ApiKey("X-Key", ARN), uid="u", generation=1)
     for _ in range(3):
         assert auth.authorize(key, "https://api/", {}, b"")["X-Key"] == SECRET
     assert secrets.reads == 1

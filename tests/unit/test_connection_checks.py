@@ -29,7 +29,7 @@ def checks() -> tuple[ConnectionChecks, MemorySecrets, Clock]:
 
 
 def key(name: str = "k", generation: int = 1) -> Connection:
-    return Connection("ns", name, "uid", generation, "", ApiKey("X-Key", ARN))
+    return Connection("ns", name, ApiKey("X-Key", ARN), uid="uid", generation=generation)
 
 
 def test_a_problem_is_remembered_for_the_ttl_then_checked_again() -> None:

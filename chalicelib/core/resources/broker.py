@@ -50,9 +50,10 @@ INGRESS_AUTH_MODES = ("none", "token")
 class Broker:
     namespace: str
     name: str
-    uid: str
-    generation: int
-    creation_timestamp: str
+    # Set at admission (meta.admitted); a parsed body has none yet.
+    uid: str = field(default="", kw_only=True)
+    generation: int = field(default=0, kw_only=True)
+    creation_timestamp: str = field(default="", kw_only=True)
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
     config: Mapping[str, Any] | None = None  # a KReference, kept and shown, not interpreted
@@ -106,9 +107,6 @@ def parse_broker(namespace: str, body: object, *, path_name: str | None) -> Brok
     return Broker(
         namespace=namespace,
         name=name,
-        uid="",
-        generation=0,
-        creation_timestamp="",
         labels=labels,
         annotations=annotations,
         config=config,

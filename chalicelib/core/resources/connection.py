@@ -86,9 +86,10 @@ Auth = ApiKey | Basic | OAuthClientCredentials | AwsSigV4
 class Connection:
     namespace: str
     name: str
-    uid: str
-    generation: int
-    creation_timestamp: str
+    # Set at admission (meta.admitted); a parsed body has none yet.
+    uid: str = field(default="", kw_only=True)
+    generation: int = field(default=0, kw_only=True)
+    creation_timestamp: str = field(default="", kw_only=True)
     auth: Auth
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
@@ -116,7 +117,7 @@ def parse_connection(namespace: str, body: object, *, path_name: str | None) -> 
     if problems:
         raise ValidationError(problems)
     assert auth is not None
-    return Connection(namespace, name, "", 0, "", auth, labels, annotations)
+    return Connection(namespace, name, auth, labels, annotations)
 
 
 def _auth(value: object, path: str, problems: list[Problem]) -> Auth | None:

@@ -96,9 +96,10 @@ class PolicySender:
 class EventPolicy:
     namespace: str
     name: str
-    uid: str
-    generation: int
-    creation_timestamp: str
+    # Set at admission (meta.admitted); a parsed body has none yet.
+    uid: str = field(default="", kw_only=True)
+    generation: int = field(default=0, kw_only=True)
+    creation_timestamp: str = field(default="", kw_only=True)
     to: tuple[PolicyTarget, ...] = ()
     senders: tuple[PolicySender, ...] = ()  # spec.from
     filters: tuple[Any, ...] = ()  # the raw spec.filters elements, validated by core.filters
@@ -138,9 +139,6 @@ def _parse(
     return EventPolicy(
         namespace=namespace,
         name=name,
-        uid="",
-        generation=0,
-        creation_timestamp="",
         to=tuple(t for t in to if t is not None),
         senders=tuple(s for s in from_ if s is not None),
         filters=tuple(filters),

@@ -38,9 +38,10 @@ TRANSFORM_CONDITIONS = ConditionSet((ADDRESSABLE, SINK_RESOLVED))
 class EventTransform:
     namespace: str
     name: str
-    uid: str
-    generation: int
-    creation_timestamp: str
+    # Set at admission (meta.admitted); a parsed body has none yet.
+    uid: str = field(default="", kw_only=True)
+    generation: int = field(default=0, kw_only=True)
+    creation_timestamp: str = field(default="", kw_only=True)
     expression: str
     sink_uri: str | None = None
     sink_audience: str | None = None  # spec.sink.audience: a token for an http(s) sink (§2.5)
@@ -102,9 +103,6 @@ def _parse(
     return EventTransform(
         namespace=namespace,
         name=name,
-        uid="",
-        generation=0,
-        creation_timestamp="",
         expression=expression,
         sink_uri=sink,
         sink_audience=sink_audience,

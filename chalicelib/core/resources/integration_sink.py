@@ -38,9 +38,10 @@ _LOG_FLAGS = ("showHeaders", "showBody", "multiline", "logMask")
 class IntegrationSink:
     namespace: str
     name: str
-    uid: str
-    generation: int
-    creation_timestamp: str
+    # Set at admission (meta.admitted); a parsed body has none yet.
+    uid: str = field(default="", kw_only=True)
+    generation: int = field(default=0, kw_only=True)
+    creation_timestamp: str = field(default="", kw_only=True)
     aws: str | None = None  # "sqs", "sns", "s3" or "eventbridge"; None: a log sink
     arn: str = ""
     region: str = ""
@@ -88,9 +89,6 @@ def parse_integration_sink(
     return IntegrationSink(
         namespace=namespace,
         name=name,
-        uid="",
-        generation=0,
-        creation_timestamp="",
         aws=kind if log is None else None,
         arn=arn,
         region=region,

@@ -69,9 +69,10 @@ class AwsSource:
 class IntegrationSource:
     namespace: str
     name: str
-    uid: str
-    generation: int
-    creation_timestamp: str
+    # Set at admission (meta.admitted); a parsed body has none yet.
+    uid: str = field(default="", kw_only=True)
+    generation: int = field(default=0, kw_only=True)
+    creation_timestamp: str = field(default="", kw_only=True)
     sink: SourceSink
     timer: Timer | None = None
     aws: AwsSource | None = None
@@ -114,7 +115,7 @@ def parse_integration_source(
     if problems:
         raise ValidationError(problems)
     return IntegrationSource(
-        namespace, name, "", 0, "", sink, timer, aws, labels=labels, annotations=annotations
+        namespace, name, sink, timer, aws, labels=labels, annotations=annotations
     )
 
 

@@ -76,9 +76,10 @@ _HASH_LENGTH = 16
 class KafkaSource:
     namespace: str
     name: str
-    uid: str
-    generation: int
-    creation_timestamp: str
+    # Set at admission (meta.admitted); a parsed body has none yet.
+    uid: str = field(default="", kw_only=True)
+    generation: int = field(default=0, kw_only=True)
+    creation_timestamp: str = field(default="", kw_only=True)
     topics: tuple[str, ...]
     sink_broker: str
     bootstrap_servers: tuple[str, ...] = ()
@@ -169,9 +170,6 @@ def parse_kafka_source(namespace: str, body: object, *, path_name: str | None) -
     return KafkaSource(
         namespace=namespace,
         name=name,
-        uid="",
-        generation=0,
-        creation_timestamp="",
         topics=topics,
         sink_broker=broker,
         bootstrap_servers=servers,

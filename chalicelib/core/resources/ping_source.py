@@ -61,9 +61,10 @@ _EXTENSION_NAME = re.compile(r"^[a-z0-9]{1,20}$")
 class PingSource:
     namespace: str
     name: str
-    uid: str
-    generation: int
-    creation_timestamp: str
+    # Set at admission (meta.admitted); a parsed body has none yet.
+    uid: str = field(default="", kw_only=True)
+    generation: int = field(default=0, kw_only=True)
+    creation_timestamp: str = field(default="", kw_only=True)
     schedule: str
     cron: Cron = field(compare=False)
     sink: SourceSink
@@ -116,9 +117,6 @@ def parse_ping_source(namespace: str, body: object, *, path_name: str | None) ->
     return PingSource(
         namespace=namespace,
         name=name,
-        uid="",
-        generation=0,
-        creation_timestamp="",
         schedule=str(schedule),
         cron=cron,
         sink=sink,

@@ -54,9 +54,10 @@ PENDING, RUNNING, SUCCEEDED_PHASE, FAILED = "Pending", "Running", "Succeeded", "
 class Replay:
     namespace: str
     name: str  # the store name: "<broker>/<short name>"
-    uid: str
-    generation: int
-    creation_timestamp: str
+    # Set at admission (meta.admitted); a parsed body has none yet.
+    uid: str = field(default="", kw_only=True)
+    generation: int = field(default=0, kw_only=True)
+    creation_timestamp: str = field(default="", kw_only=True)
     broker: str
     start: str  # spec.from, normalised RFC 3339 (milliseconds, Z)
     end: str  # spec.to
@@ -151,9 +152,6 @@ def parse_replay(namespace: str, body: object, path_name: str) -> Replay:
     return Replay(
         namespace=namespace,
         name=store_name(broker, short),
-        uid="",
-        generation=0,
-        creation_timestamp="",
         broker=broker,
         start=rfc3339(start),
         end=rfc3339(end),

@@ -55,9 +55,10 @@ class DeliveryOrderChangeError(ValidationError):
 class Trigger:
     namespace: str
     name: str
-    uid: str
-    generation: int
-    creation_timestamp: str
+    # Set at admission (meta.admitted); a parsed body has none yet.
+    uid: str = field(default="", kw_only=True)
+    generation: int = field(default=0, kw_only=True)
+    creation_timestamp: str = field(default="", kw_only=True)
     broker: str
     subscriber_uri: str
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -152,9 +153,6 @@ def _parse_trigger(
     return Trigger(
         namespace=namespace,
         name=name,
-        uid="",
-        generation=0,
-        creation_timestamp="",
         broker=broker,
         subscriber_uri=subscriber or "",
         labels=labels,
