@@ -20,6 +20,7 @@ import json
 import re
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
@@ -37,7 +38,21 @@ from chalicelib.core.transform_bounds import (
     regex_engine,
 )
 
-__all__ = ["TransformError", "apply", "evaluate", "expression_problems", "merge"]
+__all__ = ["Limits", "TransformError", "apply", "evaluate", "expression_problems", "merge"]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """One evaluation's bounds; the defaults are core/limits.py's."""
+
+    timeout_ms: int = limits.TRANSFORM_TIMEOUT_MS
+    max_depth: int = limits.TRANSFORM_MAX_DEPTH
+    # The result's size in bytes, and every step's value and built-in call's in characters.
+    max_bytes: int = limits.MAX_TRANSFORM_OUTPUT_BYTES
+    max_items: int = limits.MAX_TRANSFORM_ITEMS
+
+
+DEFAULT_LIMITS = Limits()
 
 # The attributes a result keeps from the input event when it lacks them (the merge rule).
 INHERITED = ("specversion", "id", "source", "type")
@@ -134,19 +149,18 @@ _BOUNDED_BUILTINS = {
 def evaluate(
     expression: str,
     document: Any,
-    *,
-    timeout_ms: int = limits.TRANSFORM_TIMEOUT_MS,
-    max_depth: int = limits.TRANSFORM_MAX_DEPTH,
-    max_chars: int = limits.MAX_TRANSFORM_OUTPUT_BYTES,
-    max_items: int = limits.MAX_TRANSFORM_ITEMS,
+    bounded: Limits = DEFAULT_LIMITS,
 ) -> Any:
-    """The expression's result on ``document``; TransformError when it fails or overruns."""
+    """The expression's result on ``document``; TransformError when it fails or overruns
+    ``bounded``."""
     lib = _library()
     Jsonata = lib.Jsonata
     try:
         compiled, clock = _compile(expression)
-        clock.start(timeout_ms)
-        bounds = Bounds(clock, lib.Functions, max_depth, max_chars, max_items)
+        clock.start(bounded.timeout_ms)
+        bounds = Bounds(
+            clock, lib.Functions, bounded.max_depth, bounded.max_bytes, bounded.max_items
+        )
         frame = compiled.create_frame()
         frame.set_evaluate_entry_callback(bounds.entry)
         frame.set_evaluate_exit_callback(bounds.exit)
@@ -183,19 +197,16 @@ def merge(result: Mapping[str, Any], original: Mapping[str, Any]) -> dict[str, A
 def apply(
     expression: str,
     event: CloudEvent,
+    bounded: Limits = DEFAULT_LIMITS,
     *,
-    timeout_ms: int = limits.TRANSFORM_TIMEOUT_MS,
-    max_depth: int = limits.TRANSFORM_MAX_DEPTH,
-    max_bytes: int = limits.MAX_TRANSFORM_OUTPUT_BYTES,
     legacy: bool = False,
 ) -> CloudEvent:
     """The transformed event: evaluated, merged, bounded and validated like ingress validates a
     structured event (``legacy``: the broker also accepts CloudEvents 0.3); TransformError
     naming what went wrong otherwise."""
     original = to_wire_json(event)
-    result = evaluate(
-        expression, original, timeout_ms=timeout_ms, max_depth=max_depth, max_chars=max_bytes
-    )
+    result = evaluate(expression, original, bounded)
+    max_bytes = bounded.max_bytes
     if result is None:
         raise TransformError("the JSONata expression gave no result (undefined) for this event")
     if not isinstance(result, Mapping):

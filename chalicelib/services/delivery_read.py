@@ -25,7 +25,7 @@ from chalicelib.core.cloudevents.sqs_message import (
 from chalicelib.core.delivery.outcomes import Attempt, Outcome
 from chalicelib.core.errors import UnavailableError, ValidationError
 from chalicelib.core.resources.delivery_spec import kafka_target
-from chalicelib.core.transforms import TransformError
+from chalicelib.core.transforms import Limits, TransformError
 from chalicelib.core.transforms import apply as apply_transform
 from chalicelib.ports import OutgoingMessage
 from chalicelib.services.delivery_jobs import (
@@ -194,7 +194,7 @@ class Reader:
             transformed = apply_transform(expression, event)
         else:  # the result is bounded like an event the broker's ingress accepts
             transformed = apply_transform(
-                expression, event, max_bytes=config.max_event_bytes, legacy=config.legacy
+                expression, event, Limits(max_bytes=config.max_event_bytes), legacy=config.legacy
             )
         if not job.destination.target:  # no sink: the transformed event is the reply
             elapsed = (time.perf_counter() - started) * 1000

@@ -14,6 +14,7 @@ from chalicelib.core.errors import ForbiddenError, UnavailableError, ValidationE
 from chalicelib.core.resources.delivery_spec import Access
 from chalicelib.core.resources.event_transform import address_path
 from chalicelib.core.resources.integration_sink import address_path as sink_path
+from chalicelib.core.transforms import Limits
 from chalicelib.core.transforms import apply as apply_transform
 from chalicelib.services.delivery_jobs import (
     KEEP_SECONDS,
@@ -66,7 +67,7 @@ class Subscribers:
                 reply = apply_transform(
                     transform.reply_expression,
                     reply,
-                    max_bytes=config.max_event_bytes,
+                    Limits(max_bytes=config.max_event_bytes),
                     legacy=config.legacy,
                 )
         ttl = original.get(TTL_ATTRIBUTE)

@@ -4,12 +4,14 @@ trigger (design.md §2.1). Nothing is accepted before it is stored; the producer
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from operator import itemgetter
+from typing import Concatenate, ParamSpec, TypeVar
 
 from chalicelib.core import archive, authorization, names, senders, tokens
 from chalicelib.core.clock import utcnow
@@ -49,6 +51,8 @@ TTL_ATTRIBUTE = "knativebrokerttl"
 ARRIVAL_ATTRIBUTE = "knativearrivaltime"
 DEFAULT_TTL = 255
 SEND_ATTEMPTS = 3
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,21 @@ class Accepted:
 
 class TtlExceededError(ValidationError):
     title = "Event TTL exceeded"
+
+
+def _flushing_metrics(
+    method: Callable[Concatenate[Ingress, P], T],
+) -> Callable[Concatenate[Ingress, P], T]:
+    """An answer's measurements are emitted with it, however the call ends."""
+
+    @functools.wraps(method)
+    def flushing(self: Ingress, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self._metrics.flush()
+
+    return flushing
 
 
 class Ingress:
@@ -102,6 +121,7 @@ class Ingress:
 
     # ---- a producer's request -----------------------------------------------------------------
 
+    @_flushing_metrics
     def accept(
         self,
         namespace: str,
@@ -113,50 +133,22 @@ class Ingress:
         """Store the events of one request (headers with lower-case names, the body's bytes), or
         raise the BrokerError that refuses it, after recording the refusal. ``principal``: the
         IAM principal's ARN when AWS authenticated the request (an AWS_IAM Function URL)."""
-        try:
-            return self._accept(namespace, broker, headers, body, principal)
-        finally:
-            self._metrics.flush()
-
-    def refuse(
-        self,
-        namespace: str,
-        broker: str,
-        reason: str,
-        error: BrokerError,
-        events: Sequence[CloudEvent] = (),
-    ) -> BrokerError:
-        """Record a refusal that ``accept`` did not make (a method other than POST, a reply the
-        broker's policies refuse), and return ``error`` to answer it with."""
-        try:
-            return self._refused(namespace, broker, reason, error, events)
-        finally:
-            self._metrics.flush()
-
-    def _accept(
-        self,
-        namespace: str,
-        broker: str,
-        headers: Mapping[str, str],
-        body: bytes,
-        principal: str | None,
-    ) -> Accepted:
         started = time.perf_counter()
         path_problems = names.name_problems(namespace, "path.namespace", what="namespace") + (
             names.name_problems(broker, "path.broker", what="broker")
         )
         if path_problems:
-            raise self._refused(namespace, broker, "bad_path", ValidationError(path_problems))
+            raise self.refuse(namespace, broker, "bad_path", ValidationError(path_problems))
         try:
             config = self._cache.get(namespace, broker)
         except BrokerError as exc:
-            raise self._refused(namespace, broker, "unavailable", exc) from None
+            raise self.refuse(namespace, broker, "unavailable", exc) from None
         limit = config.max_event_bytes if config else DEFAULT_MAX_EVENT_BYTES
         if len(body) > limit:
             too_large = PayloadTooLargeError(
                 f"the event is {len(body)} bytes; this broker accepts {limit}"
             )
-            raise self._refused(namespace, broker, "too_large", too_large)
+            raise self.refuse(namespace, broker, "too_large", too_large)
         try:
             events = codec.decode_http(
                 headers,
@@ -165,28 +157,28 @@ class Ingress:
                 limits=codec.Limits(max_body_bytes=limit),
             )
         except PayloadTooLargeError as exc:
-            raise self._refused(namespace, broker, "too_large", exc) from None
+            raise self.refuse(namespace, broker, "too_large", exc) from None
         except ValidationError as exc:
-            raise self._refused(namespace, broker, "invalid_event", exc) from None
+            raise self.refuse(namespace, broker, "invalid_event", exc) from None
         if config is None:
             unknown = NotFoundError(f'broker "{namespace}/{broker}" does not exist')
-            raise self._refused(namespace, broker, "unknown_broker", unknown, events)
+            raise self.refuse(namespace, broker, "unknown_broker", unknown, events)
         sender = None
         if authorization.guarded(config.policies, config.auth):
             try:
                 sender = _sender(config, headers, principal)
             except UnauthorizedError as exc:
-                raise self._refused(namespace, broker, "unauthorized", exc, events) from None
+                raise self.refuse(namespace, broker, "unauthorized", exc, events) from None
         try:
             self.ingest(config, events, passthrough_headers(headers), sender)
         except ForbiddenError as exc:
-            raise self._refused(namespace, broker, "unauthorized", exc, events) from None
+            raise self.refuse(namespace, broker, "unauthorized", exc, events) from None
         except TtlExceededError as exc:
-            raise self._refused(namespace, broker, "ttl_exceeded", exc, events) from None
+            raise self.refuse(namespace, broker, "ttl_exceeded", exc, events) from None
         except UnavailableError as exc:
-            raise self._refused(namespace, broker, "unavailable", exc, events) from None
+            raise self.refuse(namespace, broker, "unavailable", exc, events) from None
         except ValidationError as exc:
-            raise self._refused(namespace, broker, "invalid_event", exc, events) from None
+            raise self.refuse(namespace, broker, "invalid_event", exc, events) from None
         dims = {"namespace": namespace, "broker": broker, "response_code_class": "2xx"}
         self._metrics.count("event_count", dims, len(events) or 1)
         self._metrics.latency(
@@ -283,7 +275,7 @@ class Ingress:
         gone = False
         for queue, bodies in per_queue.items():
             try:
-                self._send_all(queue, bodies)
+                self.send_all(queue, bodies)
             except NotFoundError:
                 # A missing queue means its trigger was deleted after this container cached the
                 # broker's routes: the trigger is gone, not the broker. Its events are dropped
@@ -292,7 +284,9 @@ class Ingress:
                 gone = True
         if gone:
             self._cache.invalidate(config.namespace, config.name)
-        self._archive_quietly([*records, *extra_records])
+        # The archive feeds analytics; an outage there must not refuse events already stored:
+        # the archiver retries, then counts and logs what it could not write.
+        self._archiver.write([*records, *extra_records])
         if self._observe is not None:
             self._observe(config.namespace, config.name, prepared)
 
@@ -313,23 +307,16 @@ class Ingress:
                 )
         return event.replace_attributes({TTL_ATTRIBUTE: ttl, ARRIVAL_ATTRIBUTE: arrival})
 
-    def _send_all(self, queue: str, items: list[tuple[str, str | None]]) -> None:
-        send_in_batches(self._queues, queue, items)
-
     def send_all(self, queue: str, items: list[tuple[str, str | None]]) -> None:
         """What ingress does with one queue's messages (body, FIFO group), for replays
         (services/replays.py): the same batches, deduplication ids, retries, and
         UnavailableError when some could not be stored."""
-        self._send_all(queue, items)
-
-    def _archive_quietly(self, records: list[bytes]) -> None:
-        # The archive feeds analytics; an outage there must not refuse events already stored.
-        # The archiver retries, then counts and logs what it could not write.
-        self._archiver.write(records)
+        send_in_batches(self._queues, queue, items)
 
     # ---- refusals -----------------------------------------------------------------------------
 
-    def _refused(
+    @_flushing_metrics
+    def refuse(
         self,
         namespace: str,
         broker: str,
@@ -337,6 +324,8 @@ class Ingress:
         error: BrokerError,
         events: Sequence[CloudEvent] = (),
     ) -> BrokerError:
+        """Record a refusal (``accept``'s own, a method other than POST, a reply the broker's
+        policies refuse), and return ``error`` to answer it with."""
         # The metric and the archive name the status the producer is answered with (Knative's
         # response_code_class), so they ask the one error-to-HTTP mapping for it.
         status = status_of(error)
@@ -358,7 +347,7 @@ class Ingress:
             event_type=first.type if first else None,
             event_source=first.source if first else None,
         )
-        self._archive_quietly([archive.encode_line(record)])
+        self._archiver.write([archive.encode_line(record)])
         return error
 
 

@@ -33,8 +33,9 @@ from chalicelib.core.resources.integration_source import (
     integration_source_status,
     schedule_of,
 )
-from chalicelib.services.resources import Hooks, Resources, Stored
+from chalicelib.services.resources import Resources, Stored
 from chalicelib.services.schedules import Scheduling, schedule_problems
+from chalicelib.services.source_hooks import SourceHooks
 
 log = logging.getLogger("broker.integrationsources")
 PATTERNS_SETTING = "source_arn_patterns"
@@ -55,7 +56,7 @@ class SourcePlumbing(Protocol):
     def remove(self, aws: AwsSource) -> None: ...
 
 
-class IntegrationSourceHooks(Hooks[IntegrationSource]):
+class IntegrationSourceHooks(SourceHooks[IntegrationSource]):
     def __init__(
         self,
         sources: Resources[IntegrationSource],
@@ -65,12 +66,8 @@ class IntegrationSourceHooks(Hooks[IntegrationSource]):
         settings: Settings,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
-        self.sources = sources
-        self._brokers = brokers
-        self._scheduling = scheduling
+        super().__init__(sources, brokers, scheduling, settings, clock)
         self._plumbing = plumbing
-        self._settings = settings
-        self._clock = clock
 
     def check(self, resource: IntegrationSource) -> None:
         problems: list[Problem] = []
@@ -110,12 +107,7 @@ class IntegrationSourceHooks(Hooks[IntegrationSource]):
         source = stored.resource
         return integration_source_status(
             source,
-            sink_uri=source.sink.resolved_uri(
-                source.namespace,
-                self._settings.public_url,
-                lambda broker: self._brokers.get(source.namespace, broker) is not None,
-            ),
-            sink_message=f'Broker "{source.sink.broker}" does not exist',
+            sink_uri=self._sink_uri(source),
             deployed=bool(stored.state.get("deployed")),
             deploy_reason=str(stored.state.get("reason") or "NotDeployed"),
             deploy_message=str(stored.state.get("message") or "Not deployed yet"),

@@ -6,41 +6,22 @@ as wanted."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
-from chalicelib.config import Settings
-from chalicelib.core.clock import utcnow
 from chalicelib.core.errors import BrokerError
-from chalicelib.core.resources.broker import Broker
 from chalicelib.core.resources.ping_source import (
     SCHEDULE_OWNER,
     PingSource,
     ping_source_status,
     schedule_of,
 )
-from chalicelib.services.resources import Hooks, Resources, Stored
-from chalicelib.services.schedules import Scheduling
+from chalicelib.services.resources import Stored
+from chalicelib.services.source_hooks import SourceHooks
 
 log = logging.getLogger("broker.pingsources")
 
 
-class PingSourceHooks(Hooks[PingSource]):
-    def __init__(
-        self,
-        sources: Resources[PingSource],
-        brokers: Resources[Broker],
-        scheduling: Scheduling,
-        settings: Settings,
-        clock: Callable[[], datetime] = utcnow,
-    ) -> None:
-        self.sources = sources
-        self._brokers = brokers
-        self._scheduling = scheduling
-        self._public_url = settings.public_url
-        self._clock = clock
-
+class PingSourceHooks(SourceHooks[PingSource]):
     def saved(self, stored: Stored[PingSource], existed: bool) -> Stored[PingSource]:
         state: dict[str, Any] = {"deployed": True, "message": ""}
         source = stored.resource
@@ -60,12 +41,7 @@ class PingSourceHooks(Hooks[PingSource]):
         deployed, message = self._deployed(stored)
         return ping_source_status(
             source,
-            sink_uri=source.sink.resolved_uri(
-                source.namespace,
-                self._public_url,
-                lambda broker: self._brokers.get(source.namespace, broker) is not None,
-            ),
-            sink_message=f'Broker "{source.sink.broker}" does not exist',
+            sink_uri=self._sink_uri(source),
             deployed=deployed,
             deploy_message=message,
             now=self._clock(),

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from chalicelib.core import transforms
 from chalicelib.core.cloudevents import codec
 from chalicelib.core.cloudevents.event import CloudEvent
+from chalicelib.core.transforms import Limits
 from tests.fuzz.conftest import FUZZ, check_answer
 from tests.fuzz.test_ingress_fuzz import json_values, texts
 
@@ -162,7 +163,9 @@ def test_evaluation_gives_an_event_or_a_transform_error(expression: str, data: A
         return  # refused at PUT: never evaluated
     started = time.monotonic()
     try:
-        out = transforms.apply(expression, _event(data), timeout_ms=200, max_bytes=1_000_000)
+        out = transforms.apply(
+            expression, _event(data), Limits(timeout_ms=200, max_bytes=1_000_000)
+        )
     except transforms.TransformError as exc:
         assert str(exc)  # a reason for knativeerrordata
     else:

@@ -98,7 +98,6 @@ def test_status_is_not_ready_with_the_deploy_reason():
     status = integration_source_status(
         source,
         sink_uri="http://broker",
-        sink_message="",
         deployed=False,
         deploy_reason="QueueDoesNotExist",
         deploy_message=f"{QUEUE} does not exist",

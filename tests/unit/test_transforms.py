@@ -25,7 +25,7 @@ from chalicelib.core.resources.event_transform import (
     parse_event_transform,
 )
 from chalicelib.core.resources.trigger import TRIGGERS, parse_trigger, trigger_spec_json
-from chalicelib.core.transforms import TransformError
+from chalicelib.core.transforms import Limits, TransformError
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -122,7 +122,7 @@ def test_binary_data_is_seen_as_a_string_and_an_invalid_attribute_is_refused() -
 def test_an_endless_recursion_stops_at_the_deadline() -> None:
     started = time.monotonic()
     with pytest.raises(TransformError) as exc:
-        transforms.apply("($f := function($x){ $f($x) }; $f(1))", event(), timeout_ms=200)
+        transforms.apply("($f := function($x){ $f($x) }; $f(1))", event(), Limits(timeout_ms=200))
     elapsed = time.monotonic() - started
     assert "ran longer than 200 ms" in str(exc.value)
     assert elapsed < 2.0
@@ -131,7 +131,9 @@ def test_an_endless_recursion_stops_at_the_deadline() -> None:
 def test_a_long_loop_stops_at_the_deadline() -> None:
     started = time.monotonic()
     with pytest.raises(TransformError, match="ran longer than 100 ms"):
-        transforms.apply("$sum([1..999999].($ * 2))", event(), timeout_ms=100, max_depth=10_000)
+        transforms.apply(
+            "$sum([1..999999].($ * 2))", event(), Limits(timeout_ms=100, max_depth=10_000)
+        )
     assert time.monotonic() - started < 2.0
 
 
@@ -139,7 +141,7 @@ def test_deep_recursion_stops_at_the_depth_bound() -> None:
     recursive = '{"data": ($f := function($x){ $x > 0 ? 1 + $f($x - 1) : 0 }; $f(%d))}'
     assert transforms.apply(recursive % 20, event()).json_data == 20
     with pytest.raises(TransformError, match="nests deeper than 300 steps"):
-        transforms.apply(recursive % 100_000, event(), timeout_ms=60_000)
+        transforms.apply(recursive % 100_000, event(), Limits(timeout_ms=60_000))
 
 
 def test_a_huge_range_is_refused_by_the_library() -> None:
@@ -149,7 +151,7 @@ def test_a_huge_range_is_refused_by_the_library() -> None:
 
 def test_the_result_is_bounded_in_bytes() -> None:
     with pytest.raises(TransformError, match="bytes; at most 1000"):
-        transforms.apply('{"data": [1..500].("xx")}', event(), max_bytes=1000)
+        transforms.apply('{"data": [1..500].("xx")}', event(), Limits(max_bytes=1000))
 
 
 def test_a_step_that_makes_a_huge_value_is_stopped() -> None:
@@ -158,9 +160,9 @@ def test_a_step_that_makes_a_huge_value_is_stopped() -> None:
     with pytest.raises(TransformError, match=r"\$pad to 100000000 characters"):
         transforms.apply('{"data": $pad("", 100000000)}', event())  # before it allocates
     with pytest.raises(TransformError, match="string of 1200 characters; at most 1000"):
-        transforms.apply('{"data": $pad("", 600) & $pad("", 600)}', event(), max_bytes=1000)
+        transforms.apply('{"data": $pad("", 600) & $pad("", 600)}', event(), Limits(max_bytes=1000))
     with pytest.raises(TransformError, match=r"\$join would make 2000 characters; at most 1000"):
-        transforms.apply('{"data": $join([1..2000].("x"), "")}', event(), max_bytes=1000)
+        transforms.apply('{"data": $join([1..2000].("x"), "")}', event(), Limits(max_bytes=1000))
 
 
 def test_many_strings_each_under_the_bound_are_stopped_in_all() -> None:
@@ -198,7 +200,7 @@ def test_replace_is_bounded_and_fast_on_many_matches() -> None:
     with pytest.raises(TransformError, match="could make 2000000000000 characters"):
         transforms.evaluate('$replace(s, "a", $pad("", 2000000, "x"))', many)
     with pytest.raises(TransformError, match="could make"):
-        transforms.evaluate('$replace(s, /(a)/, "$1$1")', many, max_chars=2_000_000)
+        transforms.evaluate('$replace(s, /(a)/, "$1$1")', many, Limits(max_bytes=2_000_000))
 
 
 def test_the_expression_is_bounded_in_size() -> None:

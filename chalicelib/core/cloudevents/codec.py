@@ -19,6 +19,7 @@ from typing import Any
 from chalicelib.core.cloudevents.context_attributes import (
     V1_0,
     VERSIONS,
+    SpecVersion,
     check_attributes,
     resolve_version,
 )
@@ -215,15 +216,39 @@ def _media_type(content_type: str | None) -> str:
 
 
 def _decode_structured(body: bytes, legacy: bool) -> CloudEvent:
-    try:
-        obj = parse_json(body)
-    except ValueError as exc:
-        raise ValidationError([Problem("body", str(exc))]) from None
     problems: list[Problem] = []
-    event = event_from_object(obj, legacy, "", problems, owned=True)
+    event = structured_event(body, legacy, "body", problems)
     if event is None:
         raise ValidationError(problems)
     return event
+
+
+def structured_event(
+    data: bytes, legacy: bool, field: str, problems: list[Problem]
+) -> CloudEvent | None:
+    """A structured-mode event (the JSON format) from ``data`` (HTTP's body, a Kafka record's
+    value); None with its problems named, JSON syntax under ``field``."""
+    try:
+        obj = parse_json(data)
+    except ValueError as exc:
+        problems.append(Problem(field, str(exc)))
+        return None
+    return event_from_object(obj, legacy, "", problems, owned=True)
+
+
+def binary_rules(
+    attrs: Mapping[str, Any], legacy: bool, media_type: str, header: str, problems: list[Problem]
+) -> SpecVersion:
+    """The rules a binary-mode event is judged by: its specversion's, or 1.0's with the problem
+    named under ``header`` (the binding's name for it: ``ce-specversion``, ``ce_specversion``)."""
+    version, why = resolve_version(attrs.get("specversion"), legacy)
+    if why is not None:
+        if "specversion" not in attrs:
+            why = f"binary mode needs the {header} header"
+            if media_type.startswith("application/cloudevents"):
+                why = f"unsupported event format {media_type} (and no {header} header)"
+        problems.append(Problem(header, why))
+    return version or V1_0
 
 
 def _decode_batch(body: bytes, legacy: bool, limits: Limits) -> list[CloudEvent]:
@@ -267,14 +292,7 @@ def _decode_binary(
                 attrs[header[3:]] = decode_header_value(raw)
             except ValueError as exc:
                 problems.append(Problem(header, str(exc)))
-    version, why = resolve_version(attrs.get("specversion"), legacy)
-    if why is not None:
-        if "specversion" not in attrs:
-            why = "binary mode needs the ce-specversion header"
-            if media_type.startswith("application/cloudevents"):
-                why = f"unsupported event format {media_type} (and no ce-specversion header)"
-        problems.append(Problem("ce-specversion", why))
-    rules = version or V1_0
+    rules = binary_rules(attrs, legacy, media_type, "ce-specversion", problems)
     content_type_attr = rules.content_type_attr
     if content_type_attr in attrs:
         problems.append(

@@ -17,21 +17,13 @@ from chalicelib.core.cloudevents.codec import (
     DEFAULT_LIMITS,
     STRUCTURED_CONTENT_TYPE,
     Limits,
+    binary_rules,
     canonical_string,
+    structured_event,
 )
-from chalicelib.core.cloudevents.context_attributes import (
-    V1_0,
-    VERSIONS,
-    check_attributes,
-    resolve_version,
-)
+from chalicelib.core.cloudevents.context_attributes import V1_0, VERSIONS, check_attributes
 from chalicelib.core.cloudevents.event import ABSENT, CloudEvent
-from chalicelib.core.cloudevents.json_format import (
-    dumps_utf8,
-    event_from_object,
-    parse_json,
-    to_wire_json,
-)
+from chalicelib.core.cloudevents.json_format import dumps_utf8, to_wire_json
 from chalicelib.core.errors import PayloadTooLargeError, Problem, ValidationError
 
 _CE = "ce_"
@@ -116,12 +108,7 @@ def _structured(value: bytes | None, legacy: bool, problems: list[Problem]) -> C
     if value is None:
         problems.append(Problem("value", "a structured-mode record needs a value"))
         return None
-    try:
-        obj = parse_json(value)
-    except ValueError as exc:
-        problems.append(Problem("value", str(exc)))
-        return None
-    return event_from_object(obj, legacy, "", problems, owned=True)
+    return structured_event(value, legacy, "value", problems)
 
 
 def _binary(
@@ -132,14 +119,7 @@ def _binary(
     media_type: str,
     problems: list[Problem],
 ) -> CloudEvent | None:
-    version, why = resolve_version(attrs.get("specversion"), legacy)
-    if why is not None:
-        if "specversion" not in attrs:
-            why = "binary mode needs the ce_specversion header"
-            if media_type.startswith("application/cloudevents"):
-                why = f"unsupported event format {media_type} (and no ce_specversion header)"
-        problems.append(Problem("ce_specversion", why))
-    rules = version or V1_0
+    rules = binary_rules(attrs, legacy, media_type, "ce_specversion", problems)
     content_type_attr = rules.content_type_attr
     if content_type and attrs.setdefault(content_type_attr, content_type) != content_type:
         problems.append(Problem(_CE + content_type_attr, "differs from the content-type header"))

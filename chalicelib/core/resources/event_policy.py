@@ -160,13 +160,19 @@ def _list(value: object, path: str, most: int, problems: list[Problem]) -> list[
 
 
 def _one_of(
-    raw: Mapping[str, Any], keys: tuple[str, str], path: str, problems: list[Problem]
-) -> str | None:
+    raw: object, keys: tuple[str, str], shape: str, path: str, problems: list[Problem]
+) -> tuple[str, Any] | None:
+    """The one of ``keys`` a ``to`` or ``from`` entry sets, with its value (other keys are
+    problems); None, the problem named, unless it sets exactly one."""
+    if not isinstance(raw, Mapping):
+        problems.append(Problem(path, f"must be {shape}"))
+        return None
+    _unknown_fields(raw, keys, path, problems)
     given = [k for k in keys if raw.get(k) is not None]
     if len(given) != 1:
         problems.append(Problem(path, f"set exactly one of {keys[0]} or {keys[1]}"))
         return None
-    return given[0]
+    return given[0], raw[given[0]]
 
 
 def _group(api_version: object) -> str | None:
@@ -177,21 +183,18 @@ def _group(api_version: object) -> str | None:
 
 
 def _target(raw: object, path: str, problems: list[Problem]) -> PolicyTarget | None:
-    if not isinstance(raw, Mapping):
-        problems.append(Problem(path, "must be {ref: {...}} or {selector: {...}}"))
-        return None
     mark = len(problems)
-    _unknown_fields(raw, ("ref", "selector"), path, problems)
-    which = _one_of(raw, ("ref", "selector"), path, problems)
+    shape = "{ref: {...}} or {selector: {...}}"
+    which, value = _one_of(raw, ("ref", "selector"), shape, path, problems) or (None, None)
     if which == "ref":
-        ref = _object(raw["ref"], f"{path}.ref", problems)
+        ref = _object(value, f"{path}.ref", problems)
         _unknown_fields(ref, ("apiVersion", "kind", "name"), f"{path}.ref", problems)
         api_version = _broker_type(ref, f"{path}.ref", required=True, problems=problems)
         problems += name_problems(ref.get("name"), f"{path}.ref.name", what="broker name")
         if len(problems) == mark:
             return PolicyTarget(api_version=api_version, name=str(ref["name"]))
     elif which == "selector":
-        raw_selector = _object(raw["selector"], f"{path}.selector", problems)
+        raw_selector = _object(value, f"{path}.selector", problems)
         _unknown_fields(
             raw_selector,
             ("apiVersion", "kind", "matchLabels", "matchExpressions"),
@@ -231,14 +234,11 @@ def _broker_type(
 
 
 def _sender(raw: object, path: str, problems: list[Problem]) -> PolicySender | None:
-    if not isinstance(raw, Mapping):
-        problems.append(Problem(path, "must be {sub: ...} or {ref: {...}}"))
-        return None
     mark = len(problems)
-    _unknown_fields(raw, ("ref", "sub"), path, problems)
-    which = _one_of(raw, ("ref", "sub"), path, problems)
+    shape = "{sub: ...} or {ref: {...}}"
+    which, value = _one_of(raw, ("ref", "sub"), shape, path, problems) or (None, None)
     if which == "sub":
-        sub = raw["sub"]
+        sub = value
         if not isinstance(sub, str) or not sub.strip():
             problems.append(Problem(f"{path}.sub", "must be a non-empty string"))
         elif len(sub) > MAX_SUB_CHARS:
@@ -252,7 +252,7 @@ def _sender(raw: object, path: str, problems: list[Problem]) -> PolicySender | N
         return None
     if which != "ref":
         return None
-    ref = _object(raw["ref"], f"{path}.ref", problems)
+    ref = _object(value, f"{path}.ref", problems)
     _unknown_fields(ref, ("apiVersion", "kind", "name", "namespace"), f"{path}.ref", problems)
     kind, api_version = ref.get("kind"), ref.get("apiVersion")
     group = SENDER_KINDS.get(kind) if isinstance(kind, str) else None

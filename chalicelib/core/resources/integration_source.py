@@ -252,20 +252,19 @@ def integration_source_status(
     source: IntegrationSource,
     *,
     sink_uri: str | None,
-    sink_message: str,
     deployed: bool,
     deploy_reason: str,
     deploy_message: str,
     now: datetime,
     previous: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """``sink_uri``: where its events go, None when its broker does not exist (``sink_message``);
+    """``sink_uri``: where its events go, None when its broker does not exist;
     ``deployed``: its mapping, rule or schedule runs, else why not (a missing queue, a refusal)."""
     attributes = records.attributes(source.connector)
     return source_status(
         source.generation,
+        source.sink,
         sink_uri=sink_uri,
-        sink_message=sink_message,
         deployed=deployed,
         deploy_reason=deploy_reason,
         deploy_message=deploy_message,

@@ -263,18 +263,17 @@ def ping_source_status(
     source: PingSource,
     *,
     sink_uri: str | None,
-    sink_message: str,
     deployed: bool,
     deploy_message: str,
     now: datetime,
     previous: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """``sink_uri``: where its events go, None when its broker does not exist (with
-    ``sink_message``); ``deployed``: its schedule exists as wanted (else ``deploy_message``)."""
+    """``sink_uri``: where its events go, None when its broker does not exist (its
+    status says so); ``deployed``: its schedule exists as wanted (else ``deploy_message``)."""
     return source_status(
         source.generation,
+        source.sink,
         sink_uri=sink_uri,
-        sink_message=sink_message,
         deployed=deployed,
         deploy_reason="ScheduleNotDeployed",
         deploy_message=deploy_message,

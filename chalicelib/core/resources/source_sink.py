@@ -96,9 +96,9 @@ SOURCE_CONDITIONS = ConditionSet((SINK_PROVIDED, DEPLOYED))
 
 def source_status(
     generation: int,
+    sink: SourceSink,
     *,
     sink_uri: str | None,
-    sink_message: str,
     deployed: bool,
     deploy_reason: str,
     deploy_message: str,
@@ -107,13 +107,14 @@ def source_status(
     previous: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A PingSource's or IntegrationSource's status. ``sink_uri``: where its events go, None when
-    its broker does not exist (``sink_message``); ``deployed``: its schedule, mapping or rule runs,
+    its broker does not exist; ``deployed``: its schedule, mapping or rule runs,
     else why not (``deploy_reason``, ``deploy_message``); ``ce_attributes``: the type and source
     of the events it sends."""
     manager = SOURCE_CONDITIONS.manage(previous_conditions(previous), now)
     status: dict[str, Any] = {"observedGeneration": generation}
     if sink_uri is None:
-        manager.mark_false(SINK_PROVIDED, "BrokerDoesNotExist", sink_message)
+        message = f'Broker "{sink.broker}" does not exist'
+        manager.mark_false(SINK_PROVIDED, "BrokerDoesNotExist", message)
     else:
         manager.mark_true(SINK_PROVIDED)
         status["sinkUri"] = sink_uri
