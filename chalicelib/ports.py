@@ -10,6 +10,7 @@ from typing import Any, NamedTuple, Protocol
 
 from chalicelib.core.cloudevents.kafka_binding import KafkaRecord
 from chalicelib.core.delivery.rate import Grant
+from chalicelib.core.reconcile import CreateMapping
 from chalicelib.core.resources.kafka_source import KafkaMappingInfo, KafkaMappingSpec, KafkaSource
 
 
@@ -135,15 +136,9 @@ class Mappings(Protocol):
         """The function's Kafka mappings (none that Lambda is deleting)."""
         ...
 
-    def create(
-        self,
-        source_arn: str,
-        function_name: str,
-        batch_size: int,
-        enabled: bool,
-        function_response_types: Sequence[str],
-        maximum_concurrency: int | None = None,
-    ) -> MappingInfo: ...
+    def create(self, source_arn: str, mapping: CreateMapping) -> MappingInfo:
+        """``mapping``'s function reading ``source_arn``, the queue it names."""
+        ...
 
     def create_kafka(self, spec: KafkaMappingSpec, enabled: bool) -> KafkaMappingInfo: ...
 

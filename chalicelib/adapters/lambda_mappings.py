@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 from chalicelib.adapters.aws_clients import AwsClients
@@ -14,6 +14,7 @@ from chalicelib.adapters.kafka_mappings import (
     kafka_info,
     mutable_fields,
 )
+from chalicelib.core.reconcile import CreateMapping
 from chalicelib.core.resources.kafka_source import KafkaMappingInfo, KafkaMappingSpec
 from chalicelib.ports import MappingInfo
 
@@ -48,24 +49,17 @@ class LambdaMappings:
         ]
         return sorted(found, key=lambda m: (m.source_arn, m.uuid))
 
-    def create(
-        self,
-        source_arn: str,
-        function_name: str,
-        batch_size: int,
-        enabled: bool,
-        function_response_types: Sequence[str],
-        maximum_concurrency: int | None = None,
-    ) -> MappingInfo:
+    def create(self, source_arn: str, mapping: CreateMapping) -> MappingInfo:
+        function_name = mapping.function_name
         request: dict[str, Any] = {
             "EventSourceArn": source_arn,
             "FunctionName": function_name,
-            "BatchSize": batch_size,
-            "Enabled": enabled,
-            "FunctionResponseTypes": builtins.list(function_response_types),
+            "BatchSize": mapping.batch_size,
+            "Enabled": mapping.enabled,
+            "FunctionResponseTypes": builtins.list(mapping.function_response_types),
         }
-        if maximum_concurrency is not None:
-            request["ScalingConfig"] = {"MaximumConcurrency": maximum_concurrency}
+        if mapping.maximum_concurrency is not None:
+            request["ScalingConfig"] = {"MaximumConcurrency": mapping.maximum_concurrency}
         with translated(f"create mapping {source_arn} -> {function_name}"):
             out = self._lambda.create_event_source_mapping(**request)
         return _info(out, function_name)

@@ -37,7 +37,6 @@ KAFKA_ACKNOWLEDGED = 202
 
 class Settler:
     def __init__(self, parts: DeliveryParts, role: Role, requeues: Requeues) -> None:
-        self._parts = parts
         self._role = role
         self._requeues = requeues
         self._queues = parts.queues

@@ -102,14 +102,7 @@ class Provisioner:
         elif isinstance(action, DeleteQueue):
             self._queues.delete(action.name)
         elif isinstance(action, CreateMapping):
-            self._mappings.create(
-                self._arn(action.queue_name),
-                action.function_name,
-                action.batch_size,
-                action.enabled,
-                action.function_response_types,
-                action.maximum_concurrency,
-            )
+            self._mappings.create(self._arn(action.queue_name), action)
         elif isinstance(action, SetMappingConcurrency):
             self._mappings.set_concurrency(action.uuid, action.maximum_concurrency)
         elif isinstance(action, EnableMapping):

@@ -18,6 +18,7 @@ from chalicelib.core.errors import (
     NotFoundError,
     UnavailableError,
 )
+from chalicelib.core.reconcile import CreateMapping
 from chalicelib.ports import OutgoingMessage
 from tests.backends import AWS_BACKENDS, BACKENDS, aws_env
 from tests.fakes import (
@@ -278,7 +279,7 @@ def mapping_env(request: pytest.FixtureRequest) -> Any:
 def test_mappings_lifecycle(mapping_env: Any) -> None:
     mappings, queues, function = mapping_env
     queue = queues.create(_unique("sb-ct"), {"VisibilityTimeout": "360"})
-    created = mappings.create(queue.arn, function, 10, True, ["ReportBatchItemFailures"])
+    created = mappings.create(queue.arn, CreateMapping(queue.name, function, 10))
     listed = [m for m in mappings.list(function) if m.source_arn == queue.arn]
     assert [m.uuid for m in listed] == [created.uuid]
     assert listed[0].enabled and listed[0].batch_size == 10
@@ -293,14 +294,14 @@ def test_mappings_lifecycle(mapping_env: Any) -> None:
 def test_mappings_carry_their_maximum_concurrency(mapping_env: Any) -> None:
     mappings, queues, function = mapping_env
     queue = queues.create(_unique("sb-ct"), {"VisibilityTimeout": "360"})
-    created = mappings.create(queue.arn, function, 10, True, ["ReportBatchItemFailures"], 5)
+    wanted = CreateMapping(queue.name, function, 10, maximum_concurrency=5)
+    created = mappings.create(queue.arn, wanted)
     assert created.maximum_concurrency == 5
     mappings.set_concurrency(created.uuid, 40)
     listed = next(m for m in mappings.list(function) if m.uuid == created.uuid)
     assert listed.maximum_concurrency == 40
-    plain = mappings.create(
-        queues.create(_unique("sb-ct"), {}).arn, function, 10, True, ["ReportBatchItemFailures"]
-    )
+    other = queues.create(_unique("sb-ct"), {})
+    plain = mappings.create(other.arn, CreateMapping(other.name, function, 10))
     assert (
         next(m for m in mappings.list(function) if m.uuid == plain.uuid).maximum_concurrency is None
     )

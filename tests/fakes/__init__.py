@@ -18,6 +18,7 @@ from chalicelib.core.errors import (
     NotFoundError,
     UnavailableError,
 )
+from chalicelib.core.reconcile import CreateMapping
 from chalicelib.ports import (
     Claimed,
     HttpResponse,
@@ -327,26 +328,18 @@ class MemoryMappings:
         found = [m for m in self._mappings.values() if m.function_name == function_name]
         return sorted(found, key=lambda m: (m.source_arn, m.uuid))
 
-    def create(
-        self,
-        source_arn: str,
-        function_name: str,
-        batch_size: int,
-        enabled: bool,
-        function_response_types: Sequence[str],
-        maximum_concurrency: int | None = None,
-    ) -> MappingInfo:
+    def create(self, source_arn: str, mapping: CreateMapping) -> MappingInfo:
         for m in self._mappings.values():
-            if m.source_arn == source_arn and m.function_name == function_name:
+            if m.source_arn == source_arn and m.function_name == mapping.function_name:
                 raise ConflictError("the mapping already exists")
         info = MappingInfo(
             str(uuid.uuid4()),
             source_arn,
-            function_name,
-            enabled,
-            batch_size,
-            tuple(function_response_types),
-            maximum_concurrency,
+            mapping.function_name,
+            mapping.enabled,
+            mapping.batch_size,
+            tuple(mapping.function_response_types),
+            mapping.maximum_concurrency,
         )
         self._mappings[info.uuid] = info
         return info
