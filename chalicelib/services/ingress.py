@@ -36,6 +36,7 @@ from chalicelib.core.errors import (
     UnavailableError,
     ValidationError,
 )
+from chalicelib.core.filtering import event_pattern
 from chalicelib.core.resources.broker import DEFAULT_MAX_EVENT_BYTES
 from chalicelib.ports import Archive, OutgoingMessage, QueueSender, SeenEvents
 from chalicelib.problems import status_of
@@ -240,8 +241,10 @@ class Ingress:
         per_queue: dict[str, list[tuple[str, str | None]]] = {}  # (body, FIFO group)
         records: list[bytes] = []
         claimed: dict[int, ClaimCheck] = {}
+        overran = 0  # events whose eventPattern matching ran out of its work budget
         for i, event in enumerate(prepared):
             routes: list[Route] = config.index.match(event)
+            overran += event_pattern.over_budget(event)
             event_json = codec.to_json(event)
             try:
                 # Sizes the event, and refuses what no JSON encoder can write back (a number that
@@ -284,6 +287,9 @@ class Ingress:
                 gone = True
         if gone:
             self._cache.invalidate(config.namespace, config.name)
+        if overran:
+            dims = {"namespace": config.namespace, "broker": config.name}
+            self._metrics.count("pattern_budget_exceeded_count", dims, overran)
         # The archive feeds analytics; an outage there must not refuse events already stored:
         # the archiver retries, then counts and logs what it could not write.
         self._archiver.write([*records, *extra_records])

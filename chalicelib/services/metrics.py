@@ -30,6 +30,7 @@ COUNTERS = (
     "delayed_delivery_count",
     "unauthorized_count",  # senders refused (401, 403: docs/security.md)
     "source_failure_count",  # a scheduled source's event not sent (services/schedules.py)
+    "pattern_budget_exceeded_count",  # eventPattern matching out of budget (docs/filters.md)
 )
 LATENCIES = ("event_dispatch_latency_ms",)
 _UNITS = {"Count", "Milliseconds"}

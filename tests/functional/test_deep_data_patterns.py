@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from chalicelib.core.limits import MAX_PATTERN_WORK
 from chalicelib.ports import HttpResponse
 from tests.functional.harness import Harness
 
@@ -74,3 +75,24 @@ def test_binary_json_data_too_deep_is_accepted_and_matches_no_data_pattern(h: Ha
     assert h.post(headers, nested(900).encode()).status == 202
     assert ids(h, "all") == ["bin-deep"]
     assert ids(h, "on-data") == []
+
+
+def test_an_event_past_the_pattern_work_budget_is_delivered_elsewhere_and_counted(
+    h: Harness,
+) -> None:
+    """The budget's overrun is a metric, not only a log line: an operator can alarm on it."""
+    h.trigger("on-array", filters=[{"eventPattern": {"data": [-1]}}])
+    data = "[" + ",".join(["0"] * (MAX_PATTERN_WORK + 1)) + "]"
+    assert h.post(STRUCTURED, structured(data, "huge")).status == 202
+    assert len(h.messages(h.queue_of("all"))) == 1  # its claim check: it is over 256 KB
+    assert ids(h, "on-array") == []
+    assert budget_overruns(h) == "1"
+    assert h.post(STRUCTURED, structured("[0, -1]", "small")).status == 202
+    assert ids(h, "on-array") == ["small"]
+    assert budget_overruns(h) == "1"
+
+
+def budget_overruns(h: Harness) -> str:
+    prefix = 'broker_pattern_budget_exceeded_count_total{broker="default",namespace="ns"} '
+    lines = h.container.metrics.prometheus_text().splitlines()
+    return next((line.removeprefix(prefix) for line in lines if line.startswith(prefix)), "0")
