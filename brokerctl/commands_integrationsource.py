@@ -7,15 +7,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import quote
 
-from brokerctl import output
-from brokerctl.client import BrokerClient, UsageError
-from brokerctl.commands_common import command, connection_options, show
-from brokerctl.commands_pingsource import sink_of, sink_text
-
-API = "/apis/sources.knative.dev/v1alpha1/namespaces"
-KIND = "IntegrationSource"
+from brokerctl.client import UsageError
+from brokerctl.commands_common import connection_options
+from brokerctl.source_commands import SourceCommands
 
 
 def add_integrationsource_parser(sub: Any) -> None:
@@ -49,26 +44,12 @@ def add_integrationsource_parser(sub: Any) -> None:
     create.add_argument(
         "--sink", required=True, metavar="broker:NAME|URL", help="where the events go"
     )
-    create.set_defaults(func=command(_create))
+    create.set_defaults(func=INTEGRATION_SOURCES.create)
 
-    ls = verbs.add_parser("list", parents=[conn], help="list integration sources")
-    ls.set_defaults(func=command(_list))
-
-    describe = verbs.add_parser("describe", parents=[conn], help="show an integration source")
-    describe.add_argument("name")
-    describe.set_defaults(func=command(_describe))
-
-    delete = verbs.add_parser("delete", parents=[conn], help="delete an integration source")
-    delete.add_argument("name")
-    delete.set_defaults(func=command(_delete))
+    INTEGRATION_SOURCES.add_verbs(verbs, conn)
 
 
-def _path(client: BrokerClient, *parts: str) -> str:
-    tail = "/".join(quote(p, safe="") for p in ("integrationsources", *parts))
-    return f"{API}/{quote(client.target.namespace, safe='')}/{tail}"
-
-
-def integrationsource_body(args: argparse.Namespace) -> dict[str, Any]:
+def _spec(args: argparse.Namespace) -> dict[str, Any]:
     spec: dict[str, Any] = {}
     if args.timer_period is not None:
         if args.region is not None:
@@ -91,13 +72,7 @@ def integrationsource_body(args: argparse.Namespace) -> dict[str, Any]:
         if args.region is not None:
             aws["region"] = args.region
         spec["aws"] = {key: aws}
-    spec["sink"] = sink_of(args.sink)
-    return {
-        "apiVersion": "sources.knative.dev/v1alpha1",
-        "kind": KIND,
-        "metadata": {"name": args.name},
-        "spec": spec,
-    }
+    return spec
 
 
 def origin_text(doc: Mapping[str, Any]) -> str:
@@ -112,60 +87,28 @@ def origin_text(doc: Mapping[str, Any]) -> str:
     return ""
 
 
-def _create(args: argparse.Namespace, client: BrokerClient) -> None:
-    doc = client.put(_path(client, args.name), integrationsource_body(args))
-    said = f"{KIND} {args.name!r} saved in namespace {client.target.namespace!r}."
-    show(args, doc, lambda: output.say(said))
-
-
-def _list(args: argparse.Namespace, client: BrokerClient) -> None:
-    doc = client.get(_path(client))
-    rows = [
-        (
-            (s.get("metadata") or {}).get("name", ""),
-            origin_text(s),
-            sink_text(s),
-            output.age((s.get("metadata") or {}).get("creationTimestamp")),
-            output.ready(s),
-            output.condition(s, "Ready").get("reason", ""),
-        )
-        for s in doc.get("items") or []
-    ]
-    empty = f"No integration sources found in namespace {client.target.namespace!r}."
-    show(
-        args,
-        doc,
-        lambda: output.table(("NAME", "SOURCE", "SINK", "AGE", "READY", "REASON"), rows, empty),
-    )
-
-
-def _describe(args: argparse.Namespace, client: BrokerClient) -> None:
-    doc = client.get(_path(client, args.name))
-    show(args, doc, lambda: _print_description(doc))
-
-
-def _print_description(doc: Mapping[str, Any]) -> None:
-    meta, spec = doc.get("metadata") or {}, doc.get("spec") or {}
-    status = doc.get("status") or {}
-    timer = spec.get("timer") or {}
-    for label, value in (
-        ("Name", meta.get("name")),
-        ("Namespace", meta.get("namespace")),
-        ("Age", output.age(meta.get("creationTimestamp"))),
+def _fields(doc: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    timer = (doc.get("spec") or {}).get("timer") or {}
+    return [
         ("Source", origin_text(doc)),
         ("Message", timer.get("message")),
         ("Content type", timer.get("contentType")),
-        ("Sink", sink_text(doc)),
-        ("Sink URI", status.get("sinkUri")),
-    ):
-        if value not in (None, ""):
-            output.say(f"{label + ':':<15}{value}")
-    for attributes in status.get("ceAttributes") or []:
-        output.say(f"{'Event type:':<15}{attributes.get('type', '')}")
-    output.conditions_table(doc)
+    ]
 
 
-def _delete(args: argparse.Namespace, client: BrokerClient) -> None:
-    doc = client.delete(_path(client, args.name))
-    said = f"{KIND} {args.name!r} deleted in namespace {client.target.namespace!r}."
-    show(args, doc, lambda: output.say(said))
+def _event_types(doc: Mapping[str, Any]) -> list[str]:
+    attributes = (doc.get("status") or {}).get("ceAttributes") or []
+    return [f"{'Event type:':<15}{a.get('type', '')}" for a in attributes]
+
+
+INTEGRATION_SOURCES = SourceCommands(
+    kind="IntegrationSource",
+    api_version="sources.knative.dev/v1alpha1",
+    plural="integrationsources",
+    words="integration sources",
+    column="SOURCE",
+    origin=origin_text,
+    spec=_spec,
+    fields=_fields,
+    notes=_event_types,
+)

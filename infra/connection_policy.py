@@ -8,12 +8,10 @@ tests/infra/test_connection_policy.py checks that the committed files hold exact
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Any
 
-from infra.chalice_project import policy_path
+from infra import policy_files
 
 SID = "ConnectionSecrets"
 ROLES = ("delivery", "dead_letter", "api_handler")
@@ -33,33 +31,10 @@ def statement(prefix: str) -> dict[str, Any]:
     }
 
 
-def with_statement(policy: dict[str, Any], generated: dict[str, Any]) -> dict[str, Any]:
-    kept = [s for s in policy["Statement"] if s.get("Sid") != SID]
-    return {**policy, "Statement": [*kept, generated]}
-
-
 def write(config: dict[str, Any], stage: str) -> list[Path]:
     generated = statement(prefix_of(config, stage))
-    written = []
-    functions = config["stages"][stage].get("lambda_functions", {})
-    for function in ROLES:
-        if function not in functions:
-            continue
-        path = policy_path(config, stage, function)
-        policy = json.loads(path.read_text())
-        path.write_text(json.dumps(with_statement(policy, generated), indent=2) + "\n")
-        written.append(path)
-    return written
-
-
-def main(argv: list[str]) -> int:
-    from infra.chalice_project import load_config
-
-    stage = argv[0] if argv else "prod"
-    for path in write(load_config(), stage):
-        print(f"wrote {path}")
-    return 0
+    return policy_files.write(config, stage, SID, {f: lambda: [generated] for f in ROLES})
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    raise SystemExit(policy_files.main(write))

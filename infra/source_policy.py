@@ -14,12 +14,12 @@ tests/infra/test_source_policy.py checks that the committed files hold exactly t
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Any
 
-from infra.chalice_project import function_name, policy_path
+from infra import policy_files
+from infra.chalice_project import function_name
+from infra.policy_files import cfn_value as _resource
 
 SETTING = "source_arn_patterns"
 VARIABLE = "BROKER_SOURCE_ARN_PATTERNS"  # chalicelib/config.py
@@ -58,9 +58,7 @@ ROLES = {"sources": "read", "api_handler": "wire", "reconciler": "wire"}
 
 
 def patterns_of(config: dict[str, Any], stage: str) -> list[str]:
-    patterns = config["stages"][stage].get(SETTING, [])
-    if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
-        raise SystemExit(f"error: {SETTING} of stage {stage}: a list of ARN patterns")
+    patterns = policy_files.arn_patterns(config, stage, SETTING)
     for pattern in patterns:
         service_of(pattern)
     return patterns
@@ -78,10 +76,6 @@ def service_of(pattern: str) -> str:
             "table/TABLE or arn:PARTITION:s3:::BUCKET)"
         )
     return service
-
-
-def _resource(pattern: str) -> Any:
-    return {"Fn::Sub": pattern} if "${" in pattern else pattern
 
 
 def _statement(sid: str, actions: list[str], resources: list[Any]) -> dict[str, Any]:
@@ -132,34 +126,12 @@ def environment(config: dict[str, Any], stage: str) -> dict[str, Any]:
     return {VARIABLE: _resource(",".join(patterns_of(config, stage)))}
 
 
-def with_statements(policy: dict[str, Any], generated: list[dict[str, Any]]) -> dict[str, Any]:
-    """``policy`` with its IntegrationSource statements replaced by ``generated``."""
-    kept = [s for s in policy["Statement"] if not str(s.get("Sid", "")).startswith(SID_PREFIX)]
-    return {**policy, "Statement": kept + generated}
-
-
 def write(config: dict[str, Any], stage: str) -> list[Path]:
-    written = []
-    functions = config["stages"][stage].get("lambda_functions", {})
-    for function, role in ROLES.items():
-        if function not in functions:
-            continue
-        path = policy_path(config, stage, function)
-        policy = json.loads(path.read_text())
-        generated = stage_statements(config, stage, role)
-        path.write_text(json.dumps(with_statements(policy, generated), indent=2) + "\n")
-        written.append(path)
-    return written
-
-
-def main(argv: list[str]) -> int:
-    from infra.chalice_project import load_config
-
-    stage = argv[0] if argv else "prod"
-    for path in write(load_config(), stage):
-        print(f"wrote {path}")
-    return 0
+    generated = {
+        f: (lambda role=role: stage_statements(config, stage, role)) for f, role in ROLES.items()
+    }
+    return policy_files.write(config, stage, SID_PREFIX, generated)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    raise SystemExit(policy_files.main(write))

@@ -12,12 +12,11 @@ tests/infra/test_policies.py checks that the committed files hold exactly these.
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Any
 
-from infra.chalice_project import policy_path
+from infra import policy_files
+from infra.policy_files import cfn_value as _resource
 
 SETTING = "target_arn_patterns"
 VARIABLE = "BROKER_TARGET_ARN_PATTERNS"  # chalicelib/config.py
@@ -47,10 +46,7 @@ ROLES = {"delivery": "deliver", "dead_letter": "deliver", "api_handler": "check"
 
 
 def patterns_of(config: dict[str, Any], stage: str) -> list[str]:
-    patterns = config["stages"][stage].get(SETTING, [])
-    if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
-        raise SystemExit(f"error: {SETTING} of stage {stage}: a list of ARN patterns")
-    return patterns
+    return policy_files.arn_patterns(config, stage, SETTING)
 
 
 def service_of(pattern: str) -> str:
@@ -63,10 +59,6 @@ def service_of(pattern: str) -> str:
             f"{', '.join(DELIVERY_ACTIONS)})"
         )
     return service
-
-
-def _resource(pattern: str) -> Any:
-    return {"Fn::Sub": pattern} if "${" in pattern else pattern
 
 
 def statements(patterns: list[str], role: str) -> list[dict[str, Any]]:
@@ -108,36 +100,11 @@ def environment(config: dict[str, Any], stage: str) -> dict[str, Any]:
     return {VARIABLE: _resource(",".join(patterns))}
 
 
-def with_statements(policy: dict[str, Any], generated: list[dict[str, Any]]) -> dict[str, Any]:
-    """``policy`` with its target statements replaced by ``generated``."""
-    kept = [s for s in policy["Statement"] if not str(s.get("Sid", "")).startswith(SID_PREFIX)]
-    return {**policy, "Statement": kept + generated}
-
-
 def write(config: dict[str, Any], stage: str) -> list[Path]:
     patterns = patterns_of(config, stage)
-    written = []
-    functions = config["stages"][stage].get("lambda_functions", {})
-    for function, role in ROLES.items():
-        if function not in functions:
-            continue
-        path = policy_path(config, stage, function)
-        policy = json.loads(path.read_text())
-        path.write_text(
-            json.dumps(with_statements(policy, statements(patterns, role)), indent=2) + "\n"
-        )
-        written.append(path)
-    return written
-
-
-def main(argv: list[str]) -> int:
-    from infra.chalice_project import load_config
-
-    stage = argv[0] if argv else "prod"
-    for path in write(load_config(), stage):
-        print(f"wrote {path}")
-    return 0
+    generated = {f: (lambda role=role: statements(patterns, role)) for f, role in ROLES.items()}
+    return policy_files.write(config, stage, SID_PREFIX, generated)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    raise SystemExit(policy_files.main(write))
