@@ -199,3 +199,12 @@ class Harness:
 
     def messages(self, queue: str) -> list[dict[str, Any]]:
         return [json.loads(m.body) for m in self.queues._q(queue)["messages"]]
+
+
+def call(client: Any, method: str, path: str, body: Any = None) -> Any:
+    """A control-plane request through chalice's test client (``client``), the body JSON (or
+    bytes as they are)."""
+    kwargs: dict[str, Any] = {"headers": {"content-type": "application/json"}}
+    if body is not None:
+        kwargs["body"] = body if isinstance(body, bytes) else json.dumps(body)
+    return getattr(client.http, method)(path, **kwargs)

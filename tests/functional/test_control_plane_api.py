@@ -9,10 +9,9 @@ from typing import Any
 import pytest
 from chalice.test import Client
 
-from app import app
 from chalicelib.container import use_container
 from chalicelib.ports import HttpResponse
-from tests.functional.harness import CP, Harness
+from tests.functional.harness import CP, Harness, call
 
 
 @pytest.fixture
@@ -21,19 +20,6 @@ def h() -> Iterator[Harness]:
     use_container(h.container)
     yield h
     use_container(None)
-
-
-@pytest.fixture
-def client() -> Iterator[Client]:
-    with Client(app) as c:
-        yield c
-
-
-def call(client: Client, method: str, path: str, body: Any = None) -> Any:
-    kwargs: dict[str, Any] = {"headers": {"content-type": "application/json"}}
-    if body is not None:
-        kwargs["body"] = body if isinstance(body, bytes) else json.dumps(body)
-    return getattr(client.http, method)(path, **kwargs)
 
 
 def conditions(doc: dict[str, Any]) -> dict[str, tuple[str, str | None]]:

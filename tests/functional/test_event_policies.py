@@ -21,7 +21,7 @@ from brokerctl.lambda_context import LocalLambdaContext
 from chalicelib.config import Settings
 from chalicelib.container import use_container
 from chalicelib.ports import HttpResponse
-from tests.functional.harness import CP, Answer, Harness
+from tests.functional.harness import CP, Answer, Harness, call
 
 EP = "/apis/eventing.knative.dev/v1alpha1/namespaces"
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -92,12 +92,6 @@ def api() -> Iterator[tuple[Harness, Client]]:
     with Client(app) as client:
         yield h, client
     use_container(None)
-
-
-def call(client: Client, method: str, path: str, body: Any = None) -> Any:
-    headers = {"content-type": "application/json"}
-    data = json.dumps(body) if body is not None else None
-    return getattr(client.http, method)(path, headers=headers, body=data)
 
 
 def test_crud_status_and_the_brokers_status_policies(api: tuple[Harness, Client]) -> None:

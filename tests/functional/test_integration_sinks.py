@@ -20,7 +20,7 @@ from chalicelib.config import Settings
 from chalicelib.container import use_container
 from chalicelib.ports import HttpResponse
 from tests.fakes.aws_targets import MemoryTargets
-from tests.functional.harness import Harness
+from tests.functional.harness import Harness, call
 from tests.functional.test_delivery_audience import bearer, claims_of, with_signer
 
 IS = "/apis/sinks.knative.dev/v1alpha1/namespaces/ns/integrationsinks"
@@ -68,13 +68,6 @@ def api() -> Iterator[tuple[Harness, Client]]:
     with Client(app) as client:
         yield h, client
     use_container(None)
-
-
-def call(client: Client, method: str, path: str, body: Any = None) -> Any:
-    kwargs: dict[str, Any] = {"headers": {"content-type": "application/json"}}
-    if body is not None:
-        kwargs["body"] = json.dumps(body)
-    return getattr(client.http, method)(path, **kwargs)
 
 
 # ---- the kind ------------------------------------------------------------------------------------

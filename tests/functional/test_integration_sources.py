@@ -7,7 +7,6 @@ end to end: an SQS batch with a bad record reaches the trigger but that record, 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -21,34 +20,13 @@ from chalicelib.config import Settings
 from chalicelib.container import use_container
 from chalicelib.core.schedules import scheduled_input
 from chalicelib.ports import HttpResponse
-from tests.functional.harness import Harness
+from tests.functional.harness import Harness, call
 
 IS = "/apis/sources.knative.dev/v1alpha1/namespaces/ns/integrationsources"
 DUE = datetime(2026, 11, 28, 22, 0, tzinfo=UTC)
 BROKER_REF = {"ref": {"apiVersion": "eventing.knative.dev/v1", "kind": "Broker", "name": "default"}}
 QUEUE = "arn:aws:sqs:us-east-1:123456789012:orders"
 TIMER_TYPE = "dev.knative.connector.event.timer"
-
-
-@pytest.fixture
-def h() -> Iterator[Harness]:
-    h = Harness(HttpResponse(202, {}, b""))
-    use_container(h.container)
-    yield h
-    use_container(None)
-
-
-@pytest.fixture
-def client() -> Iterator[Client]:
-    with Client(app) as c:
-        yield c
-
-
-def call(client: Client, method: str, path: str, body: Any = None) -> Any:
-    kwargs: dict[str, Any] = {"headers": {"content-type": "application/json"}}
-    if body is not None:
-        kwargs["body"] = json.dumps(body)
-    return getattr(client.http, method)(path, **kwargs)
 
 
 def body(name: str = "tick", **spec: Any) -> dict[str, Any]:

@@ -4,45 +4,21 @@ mapping it provisions, status, uniqueness, immutability, failures, deletion and 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-import pytest
 from chalice.test import Client
 
-from app import app, reconciler
+from app import reconciler
 from brokerctl.dev import scheduled_event
-from chalicelib.container import use_container
 from chalicelib.core.resources import kafka_source as ks
-from chalicelib.ports import HttpResponse, OutgoingMessage
-from tests.functional.harness import Harness
+from chalicelib.ports import OutgoingMessage
+from tests.functional.harness import Harness, call
 
 KS = "/apis/sources.knative.dev/v1/namespaces/ns/kafkasources"
 MSK_ARN = "arn:aws:kafka:us-east-1:123456789012:cluster/demo/0b1c2d3e-aaaa-bbbb-cccc-123456789012-1"
 SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:sb/kafka/orders-AbCdEf"
 CA = "arn:aws:secretsmanager:us-east-1:123456789012:secret:sb/kafka/ca-XyZ123"
-
-
-@pytest.fixture
-def h() -> Iterator[Harness]:
-    h = Harness(HttpResponse(202, {}, b""))
-    use_container(h.container)
-    yield h
-    use_container(None)
-
-
-@pytest.fixture
-def client() -> Iterator[Client]:
-    with Client(app) as c:
-        yield c
-
-
-def call(client: Client, method: str, path: str, body: Any = None) -> Any:
-    kwargs: dict[str, Any] = {"headers": {"content-type": "application/json"}}
-    if body is not None:
-        kwargs["body"] = json.dumps(body)
-    return getattr(client.http, method)(path, **kwargs)
 
 
 def body(name: str = "orders", **spec: Any) -> dict[str, Any]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -15,37 +14,15 @@ from typing import Any
 import pytest
 from chalice.test import Client
 
-from app import app, pings, reconciler
+from app import pings, reconciler
 from brokerctl.dev import scheduled_event
-from chalicelib.container import use_container
 from chalicelib.core.schedules import scheduled_input
 from chalicelib.ports import HttpResponse
-from tests.functional.harness import Harness
+from tests.functional.harness import Harness, call
 
 PS = "/apis/sources.knative.dev/v1/namespaces/ns/pingsources"
 DUE = datetime(2026, 11, 28, 22, 0, tzinfo=UTC)
 BROKER_REF = {"ref": {"apiVersion": "eventing.knative.dev/v1", "kind": "Broker", "name": "default"}}
-
-
-@pytest.fixture
-def h() -> Iterator[Harness]:
-    h = Harness(HttpResponse(202, {}, b""))
-    use_container(h.container)
-    yield h
-    use_container(None)
-
-
-@pytest.fixture
-def client() -> Iterator[Client]:
-    with Client(app) as c:
-        yield c
-
-
-def call(client: Client, method: str, path: str, body: Any = None) -> Any:
-    kwargs: dict[str, Any] = {"headers": {"content-type": "application/json"}}
-    if body is not None:
-        kwargs["body"] = json.dumps(body)
-    return getattr(client.http, method)(path, **kwargs)
 
 
 def body(name: str = "hello", **spec: Any) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from chalice.test import Client
 from app import app
 from chalicelib.container import use_container
 from chalicelib.ports import HttpResponse
-from tests.functional.harness import Harness
+from tests.functional.harness import Harness, call
 
 ET = "/apis/eventing.knative.dev/v1alpha1/namespaces"
 REF = {"apiVersion": "eventing.knative.dev/v1alpha1", "kind": "EventTransform", "name": "tx"}
@@ -70,13 +70,6 @@ def api() -> Iterator[tuple[Harness, Client]]:
     with Client(app) as client:
         yield h, client
     use_container(None)
-
-
-def call(client: Client, method: str, path: str, body: Any = None) -> Any:
-    kwargs: dict[str, Any] = {"headers": {"content-type": "application/json"}}
-    if body is not None:
-        kwargs["body"] = json.dumps(body)
-    return getattr(client.http, method)(path, **kwargs)
 
 
 def test_event_transform_crud(api: tuple[Harness, Client]) -> None:
