@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from chalice.test import Client
 
-from app import app
 from chalicelib.container import use_container
 from chalicelib.ports import HttpResponse
 from tests.functional.harness import CP, Harness
@@ -22,12 +21,6 @@ def h() -> Iterator[Harness]:
     use_container(h.container)
     yield h
     use_container(None)
-
-
-@pytest.fixture
-def client() -> Iterator[Client]:
-    with Client(app) as c:
-        yield c
 
 
 def test_call(client: Client, body: Any, ns: str = "ns", spelling: str = "triggers:test") -> Any:

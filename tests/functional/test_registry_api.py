@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from chalice.test import Client
 
-from app import app
 from chalicelib.container import use_container
 from chalicelib.core.resources.broker import DEFAULT_MAX_EVENT_BYTES
 from chalicelib.services.event_types import EventTypeSample, MetricsEventTypes, metrics_fetcher
@@ -62,12 +61,6 @@ def h(clock: Clock, metrics_dir: Path) -> Iterator[Harness]:
     use_container(c)
     yield h
     use_container(None)
-
-
-@pytest.fixture
-def client() -> Iterator[Client]:
-    with Client(app) as c:
-        yield c
 
 
 def get(client: Client, path: str) -> Any:
